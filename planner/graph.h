@@ -1,0 +1,119 @@
+#ifndef MEMPLAN_PLANNER_GRAPH_H_
+#define MEMPLAN_PLANNER_GRAPH_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "planner/dtype.h"
+
+namespace memplan {
+
+/// A declared dimension: a known size, a named symbol, or unknown.
+struct Dim {
+  int64_t value = -1;  ///< >= 0 when known.
+  std::string symbol;  ///< Set for symbolic dims such as "batch".
+  bool known() const { return value >= 0; }
+};
+
+/// Where a tensor comes from.
+enum class TensorKind { kActivation, kGraphInput, kInitializer };
+
+/// A value in the graph. Shapes are concrete after shape inference.
+struct Tensor {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  TensorKind kind = TensorKind::kActivation;
+  bool is_sequence = false;  ///< ONNX sequence type; see seq_shapes.
+  std::vector<std::vector<int64_t>> seq_shapes;  ///< Element shapes of a sequence.
+
+  bool has_declared = false;   ///< Input/output/value_info/initializer shape.
+  std::vector<Dim> declared;   ///< The declared shape, as in the file.
+
+  bool shape_known = false;    ///< Set by shape inference.
+  std::vector<int64_t> shape;  ///< Concrete dims after inference.
+
+  bool has_values = false;      ///< Small integer data is known (shape math).
+  std::vector<int64_t> values;  ///< Row-major; bool as 0/1.
+
+  bool external = false;           ///< Initializer stored as external data.
+  std::string external_location;   ///< Path as written; never opened.
+
+  int producer = -1;           ///< Node index, -1 for inputs/initializers.
+  std::vector<int> consumers;  ///< Node indices, in graph order, may repeat.
+};
+
+/// ONNX attribute kinds we keep.
+enum class AttrType { kFloat, kInt, kString, kTensor, kGraph, kFloats, kInts, kStrings, kOther };
+
+/// A node attribute. Tensor attributes keep dims, dtype and small int data.
+struct Attribute {
+  AttrType type = AttrType::kOther;
+  float f = 0.0f;
+  int64_t i = 0;
+  std::string s;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
+  std::vector<std::string> strings;
+  DType t_dtype = DType::kUndefined;  ///< kTensor: element type.
+  std::vector<int64_t> t_dims;        ///< kTensor: dims.
+  bool t_has_values = false;          ///< kTensor: int/bool data known.
+  std::vector<int64_t> t_values;      ///< kTensor: data as int64.
+  std::vector<double> t_fvalues;      ///< kTensor: small float data.
+};
+
+struct Graph;
+
+/// An operator application. Inputs/outputs are tensor indices; -1 = absent.
+struct Node {
+  std::string name;
+  std::string op_type;
+  std::string domain;  ///< "" for the default ONNX domain.
+  std::vector<int> inputs;
+  std::vector<int> outputs;
+  std::map<std::string, Attribute> attrs;
+  std::vector<std::shared_ptr<Graph>> subgraphs;  ///< If/Loop/Scan bodies.
+
+  bool Has(const std::string& attr) const { return attrs.count(attr) != 0; }
+  int64_t GetInt(const std::string& attr, int64_t def) const;
+  float GetFloat(const std::string& attr, float def) const;
+  std::string GetString(const std::string& attr, const std::string& def) const;
+  std::vector<int64_t> GetInts(const std::string& attr) const;
+  /// Human-readable name: the node name, or "op_type#index" when unnamed.
+  std::string Label(int index) const;
+};
+
+/// A model: tensors, nodes in file order, and metadata.
+struct Graph {
+  std::string source;  ///< File path, used in error messages.
+  std::string name;
+  std::string producer_name;
+  std::string producer_version;
+  int64_t ir_version = 0;
+  std::map<std::string, int64_t> opsets;  ///< domain -> version.
+
+  std::vector<Tensor> tensors;
+  std::vector<Node> nodes;
+  std::vector<int> inputs;        ///< Graph inputs that are not initializers.
+  std::vector<int> outputs;
+  std::vector<int> initializers;
+
+  /// Index of the tensor called `name`, or -1.
+  int Find(const std::string& name) const;
+  /// Index of `name`, creating an activation tensor when absent.
+  int FindOrAdd(const std::string& name);
+  /// Default-domain opset version (0 when not imported).
+  int64_t Opset() const;
+  /// Rebuilds producer/consumer links from the nodes.
+  void Link();
+
+ private:
+  std::unordered_map<std::string, int> by_name_;
+};
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_PLANNER_GRAPH_H_

@@ -1,0 +1,68 @@
+#include "planner/op_registry.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace memplan {
+namespace {
+
+std::string Key(const std::string& domain, const std::string& op) {
+  const std::string d = (domain == "ai.onnx") ? "" : domain;
+  return d + "::" + op;
+}
+
+const OpTable& Table() {
+  static const OpTable* table = [] {
+    auto* t = new OpTable();
+    RegisterShapeOps(t);
+    RegisterElementwiseOps(t);
+    RegisterNnOps(t);
+    return t;
+  }();
+  return *table;
+}
+
+}  // namespace
+
+void ShapeContext::SetOutput(int i, DType dtype, std::vector<int64_t> shape) {
+  if (!HasOutput(i)) return;
+  Tensor& t = Output(i);
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.shape_known = true;
+}
+
+void ShapeContext::SetValues(int i, std::vector<int64_t> values) {
+  if (!HasOutput(i)) return;
+  Tensor& t = Output(i);
+  t.values = std::move(values);
+  t.has_values = true;
+}
+
+Status ShapeContext::Error(const std::string& what) const {
+  const Node& n = node();
+  std::string op = n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type;
+  return Status::Error(g_->source + ": node '" + n.Label(index_) + "' (" + op + "): " + what);
+}
+
+bool SaveContext::AnyInputRequiresGrad() const {
+  return std::any_of(input_requires_grad.begin(), input_requires_grad.end(),
+                     [](bool b) { return b; });
+}
+
+void OpTable::Add(const std::string& op_type, const OpDef& def) { Add("", op_type, def); }
+
+void OpTable::Add(const std::string& domain, const std::string& op_type, const OpDef& def) {
+  entries_[Key(domain, op_type)] = def;
+}
+
+const OpDef* OpTable::Find(const std::string& domain, const std::string& op_type) const {
+  auto it = entries_.find(Key(domain, op_type));
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+const OpDef* FindOp(const std::string& domain, const std::string& op_type) {
+  return Table().Find(domain, op_type);
+}
+
+}  // namespace memplan

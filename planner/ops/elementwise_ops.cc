@@ -1,0 +1,7 @@
+#include "planner/op_registry.h"
+
+namespace memplan {
+
+void RegisterElementwiseOps(OpTable* /*t*/) {}
+
+}  // namespace memplan

@@ -1,0 +1,122 @@
+#ifndef MEMPLAN_PLANNER_PLAN_H_
+#define MEMPLAN_PLANNER_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/allocator_sim.h"
+#include "planner/graph.h"
+#include "planner/status.h"
+
+namespace memplan {
+
+enum class Mode { kInference, kTrain };
+/// fp32; autocast (fp32 params) bf16/fp16; or the whole model cast.
+enum class Precision { kFp32, kAmpBf16, kAmpFp16, kBf16, kFp16 };
+enum class Optimizer { kSgd, kMomentum, kAdam, kAdamW };
+enum class Attention { kFused, kEager };
+enum class Loss { kCrossEntropy, kMse, kNone };
+enum class StepKind { kSteady, kFirst };
+enum class Phase { kForward, kBackward, kOptimizer };
+
+/// What the memory is for.
+enum class Category {
+  kParameters,
+  kGradients,
+  kOptimizerState,
+  kSavedActivations,
+  kTransients,
+  kWorkspaces,
+};
+constexpr int kNumCategories = 6;
+
+const char* PrecisionName(Precision p);
+const char* OptimizerName(Optimizer o);
+const char* AttentionName(Attention a);
+const char* LossName(Loss l);
+const char* PhaseName(Phase p);
+const char* CategoryName(Category c);
+const char* ModeName(Mode m);
+
+/// How the step is run.
+struct PlanOptions {
+  Mode mode = Mode::kInference;
+  Precision precision = Precision::kFp32;
+  Optimizer optimizer = Optimizer::kAdamW;
+  Attention attention = Attention::kFused;
+  Loss loss = Loss::kCrossEntropy;
+  StepKind step = StepKind::kSteady;
+  AllocatorConfig allocator;
+  int64_t context_bytes = -1;  ///< CUDA context etc.; -1 = the default.
+  /// Tensors (by name) kept at checkpoint boundaries; see checkpoint.h.
+  std::vector<std::string> checkpoint_segments;
+  bool keep_events = false;  ///< Keep the allocator trace (for validation).
+};
+
+/// Bytes per category.
+struct Breakdown {
+  int64_t bytes[kNumCategories] = {0, 0, 0, 0, 0, 0};
+  int64_t Total() const;
+};
+
+/// A point of the memory-over-time picture.
+struct TimelinePoint {
+  int step = 0;           ///< Op index in the schedule.
+  Phase phase = Phase::kForward;
+  std::string node;       ///< Node label.
+  Breakdown live;         ///< Allocated bytes per category.
+  int64_t allocated = 0;  ///< Simulated memory_allocated.
+  int64_t reserved = 0;   ///< Simulated memory_reserved.
+};
+
+/// The maximum and what it is made of.
+struct Peak {
+  int64_t allocated_bytes = 0;    ///< max_memory_allocated, fresh process.
+  int64_t reserved_bytes = 0;     ///< max_memory_reserved.
+  int64_t device_bytes = 0;       ///< reserved + context (nvidia-smi view).
+  int64_t lower_bound_bytes = 0;  ///< Max live bytes without rounding.
+  std::string node;               ///< Op at the allocated peak.
+  Phase phase = Phase::kForward;
+  Breakdown breakdown;            ///< At the allocated peak.
+  double fragmentation = 0.0;     ///< 1 - allocated/reserved at the peak.
+};
+
+/// A representative kernel for GPU validation.
+struct KernelShape {
+  enum Kind { kGemm, kConv, kElementwise } kind = kGemm;
+  std::vector<int64_t> dims;  ///< GEMM: m,n,k,batch. Conv: n,c,h,w,k,r,s,stride,pad. Elementwise: numel.
+  DType dtype = DType::kFloat;
+  std::string node;
+};
+
+/// The memory plan for one configuration.
+struct Plan {
+  PlanOptions options;
+  int64_t batch = 0;
+  int64_t parameter_count = 0;  ///< Trainable parameters.
+  int64_t parameter_bytes = 0;  ///< As stored on the GPU (after casting).
+  int64_t buffer_bytes = 0;     ///< Non-trainable initializers.
+  Peak peak;                    ///< The configured step (steady or first).
+  Peak first_step;              ///< Train: the first step (state created).
+  Peak steady;                  ///< Train: a later step.
+  int64_t context_bytes = 0;
+  int64_t forward_flops = 0;
+  int64_t backward_flops = 0;
+  int64_t recompute_flops = 0;
+  int64_t bytes_moved = 0;      ///< Rough DRAM traffic of one step.
+  std::vector<TimelinePoint> timeline;
+  std::vector<MemEvent> events;  ///< When options.keep_events.
+  std::vector<KernelShape> kernels;
+  std::vector<std::string> warnings;
+};
+
+/// The default CUDA context + library state, measured on an H200 (torch 2.11).
+constexpr int64_t kDefaultContextBytes = 767LL << 20;
+
+/// Plans one step of `g` (shapes already inferred for `batch`).
+Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_PLANNER_PLAN_H_

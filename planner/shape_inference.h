@@ -1,0 +1,36 @@
+#ifndef MEMPLAN_PLANNER_SHAPE_INFERENCE_H_
+#define MEMPLAN_PLANNER_SHAPE_INFERENCE_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "planner/graph.h"
+#include "planner/status.h"
+
+namespace memplan {
+
+/// Values for the symbolic dims of a model.
+struct ShapeBindings {
+  int64_t batch = -1;  ///< Binds the batch symbol (dim 0 of the first input).
+  std::map<std::string, int64_t> dims;  ///< Any symbol by name.
+};
+
+/// Gives every tensor of `g` a concrete shape and dtype for `b`, running the
+/// per-op shape functions in topological order and evaluating small integer
+/// subgraphs (Shape, Gather, Concat, ...). Declared shapes (value_info) must
+/// agree. Ops without a shape function fall back to declared shapes with a
+/// warning, else fail. Errors name the file and the node or tensor.
+Status InferShapes(Graph* g, const ShapeBindings& b, std::vector<std::string>* warnings);
+
+/// The name of the batch symbol (dim 0 of the first graph input), or "".
+std::string BatchSymbol(const Graph& g);
+
+/// Node indices in a topological order (file order where valid); fails on a
+/// cycle or on an input that nothing produces, naming the node and tensor.
+Result<std::vector<int>> TopologicalOrder(const Graph& g);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_PLANNER_SHAPE_INFERENCE_H_
