@@ -27,11 +27,11 @@ struct Tensor {
   std::string name;
   DType dtype = DType::kUndefined;
   TensorKind kind = TensorKind::kActivation;
-  bool is_sequence = false;  ///< ONNX sequence type; see seq_shapes.
+  bool is_sequence = false;                      ///< ONNX sequence type; see seq_shapes.
   std::vector<std::vector<int64_t>> seq_shapes;  ///< Element shapes of a sequence.
 
-  bool has_declared = false;   ///< Input/output/value_info/initializer shape.
-  std::vector<Dim> declared;   ///< The declared shape, as in the file.
+  bool has_declared = false;  ///< Input/output/value_info/initializer shape.
+  std::vector<Dim> declared;  ///< The declared shape, as in the file.
 
   bool shape_known = false;    ///< Set by shape inference.
   std::vector<int64_t> shape;  ///< Concrete dims after inference.
@@ -39,8 +39,8 @@ struct Tensor {
   bool has_values = false;      ///< Small integer data is known (shape math).
   std::vector<int64_t> values;  ///< Row-major; bool as 0/1.
 
-  bool external = false;           ///< Initializer stored as external data.
-  std::string external_location;   ///< Path as written; never opened.
+  bool external = false;          ///< Initializer stored as external data.
+  std::string external_location;  ///< Path as written; never opened.
 
   int producer = -1;           ///< Node index, -1 for inputs/initializers.
   std::vector<int> consumers;  ///< Node indices, in graph order, may repeat.
@@ -97,7 +97,7 @@ struct Graph {
 
   std::vector<Tensor> tensors;
   std::vector<Node> nodes;
-  std::vector<int> inputs;        ///< Graph inputs that are not initializers.
+  std::vector<int> inputs;  ///< Graph inputs that are not initializers.
   std::vector<int> outputs;
   std::vector<int> initializers;
 

@@ -79,8 +79,8 @@ using FlopsFn = int64_t (*)(const Graph&, const Node&);
 /// Everything memplan knows about one op, kept in one place.
 struct OpDef {
   ShapeFn shape = nullptr;
-  SavesFn saves = nullptr;   ///< nullptr: keeps nothing for backward.
-  FlopsFn flops = nullptr;   ///< nullptr: one FLOP per output element.
+  SavesFn saves = nullptr;  ///< nullptr: keeps nothing for backward.
+  FlopsFn flops = nullptr;  ///< nullptr: one FLOP per output element.
   Alias alias = Alias::kNone;
   Autocast autocast = Autocast::kPassthrough;
   bool differentiable = true;  ///< False for shape/integer/comparison ops.

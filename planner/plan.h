@@ -62,7 +62,7 @@ struct Breakdown {
 
 /// A point of the memory-over-time picture.
 struct TimelinePoint {
-  int step = 0;           ///< Op index in the schedule.
+  int step = 0;  ///< Op index in the schedule.
   Phase phase = Phase::kForward;
   std::string node;       ///< Node label.
   Breakdown live;         ///< Allocated bytes per category.
@@ -78,14 +78,15 @@ struct Peak {
   int64_t lower_bound_bytes = 0;  ///< Max live bytes without rounding.
   std::string node;               ///< Op at the allocated peak.
   Phase phase = Phase::kForward;
-  Breakdown breakdown;            ///< At the allocated peak.
-  double fragmentation = 0.0;     ///< 1 - allocated/reserved at the peak.
+  Breakdown breakdown;         ///< At the allocated peak.
+  double fragmentation = 0.0;  ///< 1 - allocated/reserved at the peak.
 };
 
 /// A representative kernel for GPU validation.
 struct KernelShape {
   enum Kind { kGemm, kConv, kElementwise } kind = kGemm;
-  std::vector<int64_t> dims;  ///< GEMM: m,n,k,batch. Conv: n,c,h,w,k,r,s,stride,pad. Elementwise: numel.
+  std::vector<int64_t>
+      dims;  ///< GEMM: m,n,k,batch. Conv: n,c,h,w,k,r,s,stride,pad. Elementwise: numel.
   DType dtype = DType::kFloat;
   std::string node;
 };
@@ -104,7 +105,7 @@ struct Plan {
   int64_t forward_flops = 0;
   int64_t backward_flops = 0;
   int64_t recompute_flops = 0;
-  int64_t bytes_moved = 0;      ///< Rough DRAM traffic of one step.
+  int64_t bytes_moved = 0;  ///< Rough DRAM traffic of one step.
   std::vector<TimelinePoint> timeline;
   std::vector<MemEvent> events;  ///< When options.keep_events.
   std::vector<KernelShape> kernels;

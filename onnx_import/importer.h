@@ -1,0 +1,31 @@
+#ifndef MEMPLAN_ONNX_IMPORT_IMPORTER_H_
+#define MEMPLAN_ONNX_IMPORT_IMPORTER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "planner/graph.h"
+#include "planner/status.h"
+
+namespace memplan {
+
+/// Limits on what the importer accepts (documented in the README).
+struct ImportLimits {
+  int64_t max_file_bytes = int64_t{2} << 30;  ///< protobuf's own 2 GiB cap.
+  int max_subgraph_depth = 16;                ///< If/Loop/Scan nesting.
+  int64_t max_nodes = 1000000;                ///< All graphs together.
+  int64_t max_value_elements = 4096;          ///< Small constants kept as values.
+};
+
+/// Reads `path` (an ONNX ModelProto) into a Graph: dims, dtypes, attributes,
+/// small integer constants and value_info. Weight bytes are never kept, and
+/// external-data files are never opened. Errors start with the path.
+Result<Graph> ImportOnnxFile(const std::string& path, const ImportLimits& limits = {});
+
+/// Same, from bytes already in memory; `source` names them in errors.
+Result<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& source,
+                              const ImportLimits& limits = {});
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_ONNX_IMPORT_IMPORTER_H_

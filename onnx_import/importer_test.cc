@@ -1,0 +1,219 @@
+#include "onnx_import/importer.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "onnx/onnx_pb.h"
+
+namespace memplan {
+namespace {
+
+std::string ModelPath(const std::string& name) {
+  return std::string(MEMPLAN_MODELS_DIR) + "/" + name + ".onnx";
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// A minimal valid model: y = Relu(x), x: [batch, 4].
+onnx::ModelProto TinyModel() {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  auto* in = g->add_input();
+  in->set_name("x");
+  auto* tt = in->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(1);
+  tt->mutable_shape()->add_dim()->set_dim_param("batch");
+  tt->mutable_shape()->add_dim()->set_dim_value(4);
+  auto* n = g->add_node();
+  n->set_op_type("Relu");
+  n->set_name("relu");
+  n->add_input("x");
+  n->add_output("y");
+  g->add_output()->set_name("y");
+  return m;
+}
+
+TEST(ImporterTest, ReadsCalibrationModelWithoutWeights) {
+  auto r = ImportOnnxFile(ModelPath("resnet18_train"));
+  ASSERT_TRUE(r.ok()) << r.message();
+  const Graph& g = r.value();
+  EXPECT_EQ(g.Opset(), 20);
+  EXPECT_EQ(g.nodes.size(), 179u);
+  ASSERT_EQ(g.inputs.size(), 1u);
+  const Tensor& x = g.tensors[g.inputs[0]];
+  EXPECT_EQ(x.name, "input");
+  ASSERT_EQ(x.declared.size(), 4u);
+  EXPECT_EQ(x.declared[0].symbol, "batch");
+  EXPECT_EQ(x.declared[1].value, 3);
+  int w = g.Find("conv1.weight");
+  ASSERT_GE(w, 0);
+  EXPECT_EQ(g.tensors[w].kind, TensorKind::kInitializer);
+  EXPECT_TRUE(g.tensors[w].external);
+  EXPECT_EQ(g.tensors[w].declared.size(), 4u);
+  EXPECT_EQ(g.tensors[w].declared[0].value, 64);
+}
+
+TEST(ImporterTest, KeepsSmallIntegerConstants) {
+  auto r = ImportOnnxFile(ModelPath("gpt2_train"));
+  ASSERT_TRUE(r.ok()) << r.message();
+  const Graph& g = r.value();
+  int found = 0;
+  for (const Node& n : g.nodes) {
+    if (n.op_type != "Constant") continue;
+    auto it = n.attrs.find("value_ints");
+    if (it != n.attrs.end()) ++found;
+  }
+  EXPECT_GT(found, 10);
+}
+
+TEST(ImporterTest, AllCalibrationModelsImport) {
+  for (const char* name :
+       {"resnet18", "resnet18_train", "resnet50", "resnet50_train", "resnet50_train_ts",
+        "mobilenet_v2", "mobilenet_v2_train", "mobilenet_v2_train_ts", "vit_b_16", "vit_b_16_train",
+        "bert_base", "bert_base_train", "bert_base_train_ts", "gpt2", "gpt2_train"}) {
+    auto r = ImportOnnxFile(ModelPath(name));
+    EXPECT_TRUE(r.ok()) << name << ": " << r.message();
+  }
+}
+
+TEST(ImporterTest, RejectsNonProtobuf) {
+  auto r = ImportOnnxBytes("this is not a model at all\n", "bad.onnx");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message(),
+            "bad.onnx: not a valid ONNX model (protobuf parse failed: "
+            "truncated or not ONNX)");
+}
+
+TEST(ImporterTest, RejectsTruncatedFile) {
+  std::string bytes = ReadAll(ModelPath("resnet18"));
+  auto r = ImportOnnxBytes(bytes.substr(0, bytes.size() / 2), "cut.onnx");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message().rfind("cut.onnx: ", 0), 0u) << r.message();
+}
+
+TEST(ImporterTest, RejectsEmptyFile) {
+  auto r = ImportOnnxBytes("", "empty.onnx");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message(), "empty.onnx: empty file: not an ONNX model");
+}
+
+TEST(ImporterTest, RejectsMissingFile) {
+  auto r = ImportOnnxFile("/nonexistent/model.onnx");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message(), "/nonexistent/model.onnx: cannot open file");
+}
+
+TEST(ImporterTest, RejectsEmptyGraph) {
+  onnx::ModelProto m = TinyModel();
+  m.mutable_graph()->clear_node();
+  m.mutable_graph()->clear_output();
+  auto r = ImportOnnxBytes(m.SerializeAsString(), "m.onnx");
+  EXPECT_EQ(r.message(), "m.onnx: the graph has no nodes");
+}
+
+TEST(ImporterTest, RejectsUnknownDtype) {
+  onnx::ModelProto m = TinyModel();
+  m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(99);
+  auto r = ImportOnnxBytes(m.SerializeAsString(), "m.onnx");
+  EXPECT_EQ(r.message(), "m.onnx: tensor 'x': unknown data type 99");
+}
+
+TEST(ImporterTest, RejectsNegativeDim) {
+  onnx::ModelProto m = TinyModel();
+  m.mutable_graph()
+      ->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(1)
+      ->set_dim_value(-3);
+  auto r = ImportOnnxBytes(m.SerializeAsString(), "m.onnx");
+  EXPECT_EQ(r.message(), "m.onnx: tensor 'x': negative dim -3");
+}
+
+TEST(ImporterTest, RejectsUnsupportedOpset) {
+  onnx::ModelProto m = TinyModel();
+  m.mutable_opset_import(0)->set_version(99);
+  auto r = ImportOnnxBytes(m.SerializeAsString(), "m.onnx");
+  EXPECT_EQ(r.message(), "m.onnx: opset 99 is not supported (7 to 23)");
+  m.clear_opset_import();
+  auto r2 = ImportOnnxBytes(m.SerializeAsString(), "m.onnx");
+  EXPECT_EQ(r2.message(), "m.onnx: no default-domain (ai.onnx) opset import");
+}
+
+TEST(ImporterTest, RejectsDuplicateProducer) {
+  onnx::ModelProto m = TinyModel();
+  *m.mutable_graph()->add_node() = m.graph().node(0);
+  m.mutable_graph()->mutable_node(1)->set_name("relu2");
+  auto r = ImportOnnxBytes(m.SerializeAsString(), "m.onnx");
+  EXPECT_EQ(r.message(), "m.onnx: node 'relu2': output 'y' is already produced by node 'relu'");
+}
+
+TEST(ImporterTest, RejectsInitializerOverflow) {
+  onnx::ModelProto m = TinyModel();
+  auto* init = m.mutable_graph()->add_initializer();
+  init->set_name("w");
+  init->set_data_type(1);
+  init->add_dims(int64_t{1} << 40);
+  init->add_dims(int64_t{1} << 40);
+  auto r = ImportOnnxBytes(m.SerializeAsString(), "m.onnx");
+  EXPECT_EQ(r.message(),
+            "m.onnx: initializer 'w': size of [1099511627776, 1099511627776] overflows int64");
+}
+
+TEST(ImporterTest, NeverOpensExternalData) {
+  onnx::ModelProto m = TinyModel();
+  auto* init = m.mutable_graph()->add_initializer();
+  init->set_name("w");
+  init->set_data_type(1);
+  init->add_dims(1024);
+  init->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* kv = init->add_external_data();
+  kv->set_key("location");
+  kv->set_value("../../etc/passwd");
+  auto r = ImportOnnxBytes(m.SerializeAsString(), "m.onnx");
+  ASSERT_TRUE(r.ok()) << r.message();
+  const Tensor& w = r.value().tensors[r.value().Find("w")];
+  EXPECT_TRUE(w.external);
+  EXPECT_EQ(w.external_location, "../../etc/passwd");
+  EXPECT_FALSE(w.has_values);
+}
+
+TEST(ImporterTest, LimitsSubgraphDepth) {
+  onnx::ModelProto m = TinyModel();
+  // Wrap the Relu in 20 nested If bodies.
+  onnx::GraphProto body = m.graph();
+  for (int i = 0; i < 20; ++i) {
+    onnx::GraphProto outer;
+    outer.set_name("g" + std::to_string(i));
+    auto* n = outer.add_node();
+    n->set_op_type("If");
+    n->set_name("if" + std::to_string(i));
+    n->add_input("c");
+    n->add_output("y");
+    auto* a = n->add_attribute();
+    a->set_name("then_branch");
+    a->set_type(onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = body;
+    outer.add_output()->set_name("y");
+    body = outer;
+  }
+  *m.mutable_graph() = body;
+  auto r = ImportOnnxBytes(m.SerializeAsString(), "deep.onnx");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("subgraphs nested deeper than 16 levels"), std::string::npos)
+      << r.message();
+}
+
+}  // namespace
+}  // namespace memplan
