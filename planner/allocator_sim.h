@@ -40,19 +40,57 @@ struct SimResult {
   std::vector<int64_t> reserved_after;   ///< Per event.
   std::vector<int64_t> segment_bytes;    ///< Every segment ever created.
   std::vector<size_t> segment_created;   ///< Event index that created it.
-  std::vector<Placement> placements;     ///< Per event (alloc events only).
-  bool oom = false;                      ///< A request could not be served.
-  size_t oom_event = 0;
+  /// Per event, index = event index. Set for alloc events; a free event or a
+  /// size-0 alloc keeps the default (segment -1, block 0).
+  std::vector<Placement> placements;
+  bool oom = false;           ///< A request could not be served.
+  size_t oom_event = 0;       ///< The failed event; the per-event vectors end with it.
+  int64_t alloc_retries = 0;  ///< Like num_alloc_retries: requests that hit release_cached_blocks.
 };
 
-/// Request size rounding of the caching allocator (512 B multiples).
+/// Request size rounding of the caching allocator (512 B multiples, at least
+/// 512 B). 0 (and anything negative) gives 0: PyTorch hands out no block for
+/// an empty tensor.
 int64_t RoundAllocation(int64_t bytes);
 
-/// Replays `events` through a model of c10/cuda/CUDACachingAllocator.cpp:
-/// small (<= 1 MiB) and large pools, 2 MiB / 20 MiB / 2 MiB-rounded segments,
-/// best fit, split rules, coalescing on free, release of cached segments and
-/// retry when `device_limit` would be exceeded. Fails on a free of an unknown
-/// id or a double allocation of one id.
+/// Size of the cudaMalloc segment made for a rounded request that found no
+/// cached block: <= 1 MiB -> 2 MiB, < 10 MiB -> 20 MiB, else rounded up to 2 MiB.
+int64_t SegmentAllocationSize(int64_t rounded_bytes);
+
+/// Replays `events` through a model of c10/cuda/CUDACachingAllocator.cpp
+/// (PyTorch 2.x).
+///
+/// Modelled:
+/// - rounding to 512 B; small pool for rounded sizes <= 1 MiB, large otherwise;
+/// - new segments of 2 MiB / 20 MiB / request rounded up to 2 MiB;
+/// - best fit: smallest free block >= request in the pool, ties broken by
+///   (segment index, offset) where PyTorch uses the address;
+/// - splitting: small pool when the remainder is >= 512 B, large pool when the
+///   request is < max_split_size and the remainder is > 1 MiB;
+/// - max_split_size: a request below it never takes a block >= it, a request
+///   at or above it never takes a block >= request + 20 MiB (kLargeBuffer);
+///   like PyTorch only the best-fit candidate is checked;
+/// - coalescing of a freed block with free neighbours of its segment;
+/// - device_limit (a failing cudaMalloc / cuMemCreate): first release the
+///   cached oversize segments (release_available_cached_blocks, only when
+///   max_split_size is set), then all fully free segments (release_cached_blocks),
+///   then retry; if it still does not fit, oom = true and the replay stops;
+/// - expandable_segments: one growing virtual segment per pool, mapped in
+///   pages of 2 MiB (small pool) or 20 MiB (large pool); blocks split at
+///   512 B in both pools; best fit that prefers blocks not at the growing end;
+///   new pages are mapped at the lowest address that can hold the request
+///   (merging with a free block before it); on release, whole free pages are
+///   unmapped. segment_bytes holds the most bytes ever mapped in the segment.
+///
+/// Not modelled: streams (one stream; no cross-stream reuse rules, no
+/// record_stream, no CUDA events delaying frees), CUDA graph private pools,
+/// garbage_collection_threshold, roundup_power2_divisions,
+/// set_per_process_memory_fraction (device_limit acts like the driver running
+/// out), empty_cache() calls inside the trace, and the virtual address space
+/// running out (so never a second expandable segment per pool).
+///
+/// Fails on a negative size, a free of an unknown id, a double allocation of
+/// one live id, a size past 2^50 (or a total past 2^60), or max_split_size below 20 MiB.
 Result<SimResult> SimulateCachingAllocator(const std::vector<MemEvent>& events,
                                            const AllocatorConfig& config);
 
