@@ -45,7 +45,8 @@ using ShapeFn = Status (*)(ShapeContext&);
 enum class Autocast {
   kPassthrough,   ///< Runs in its input dtype (relu, add, batch_norm, ...).
   kLowPrecision,  ///< Casts inputs to the autocast dtype (conv, matmul, ...).
-  kFp32,          ///< Casts inputs to float32 (layer_norm, softmax, exp, ...).
+  kFp32,          ///< Casts inputs to float32 (layer_norm, exp, pow, ...).
+  kFp32Output,    ///< Reads its input as is, writes float32 (softmax, log_softmax, sum).
 };
 
 /// Whether the output is a new buffer or a view of input 0.
