@@ -140,25 +140,44 @@ bool InputScalarInt(const ShapeContext& ctx, int i, int64_t* out) {
 
 bool InputConstantFloat(const ShapeContext& ctx, int i, double* out) {
   if (!ctx.HasInput(i)) return false;
-  const Tensor& t = ctx.Input(i);
-  if (t.producer >= 0 && t.producer < static_cast<int>(ctx.graph().nodes.size())) {
-    const Node& p = ctx.graph().nodes[t.producer];
+  const Graph& g = ctx.graph();
+  int id = ctx.node().inputs[i];
+  // Follow Cast/CastLike/Identity back to a constant (a few steps at most).
+  for (int step = 0; step < 8 && id >= 0; ++step) {
+    const Tensor& t = g.tensors[id];
+    if (t.has_values && !t.values.empty()) {
+      *out = static_cast<double>(t.values[0]);
+      return true;
+    }
+    if (t.producer < 0 || t.producer >= static_cast<int>(g.nodes.size())) return false;
+    const Node& p = g.nodes[t.producer];
     if (p.op_type == "Constant") {
       auto it = p.attrs.find("value");
-      if (it != p.attrs.end() && !it->second.t_fvalues.empty()) {
-        *out = it->second.t_fvalues[0];
-        return true;
+      if (it != p.attrs.end()) {
+        if (!it->second.t_fvalues.empty()) {
+          *out = it->second.t_fvalues[0];
+          return true;
+        }
+        if (it->second.t_has_values && !it->second.t_values.empty()) {
+          *out = static_cast<double>(it->second.t_values[0]);
+          return true;
+        }
+        return false;
       }
       it = p.attrs.find("value_float");
       if (it != p.attrs.end()) {
         *out = it->second.f;
         return true;
       }
+      it = p.attrs.find("value_int");
+      if (it != p.attrs.end()) {
+        *out = static_cast<double>(it->second.i);
+        return true;
+      }
+      return false;
     }
-  }
-  if (t.has_values && !t.values.empty()) {
-    *out = static_cast<double>(t.values[0]);
-    return true;
+    if (p.op_type != "Cast" && p.op_type != "CastLike" && p.op_type != "Identity") return false;
+    id = p.inputs.empty() ? -1 : p.inputs[0];
   }
   return false;
 }

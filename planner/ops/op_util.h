@@ -65,8 +65,9 @@ Status IntsFromAttrOrInput(const ShapeContext& ctx, const std::string& attr, int
 /// Scalar (or 1-element) int value of input i, if known.
 bool InputScalarInt(const ShapeContext& ctx, int i, int64_t* out);
 
-/// The first float value of the constant feeding input i (a Constant node's
-/// `value` tensor or an initializer with float data known), if any.
+/// The first value of the constant feeding input i, as a double: known int
+/// values, or a Constant node's `value`/`value_float`, looking through
+/// Cast/CastLike/Identity. False when not a constant.
 bool InputConstantFloat(const ShapeContext& ctx, int i, double* out);
 
 /// Appends {kInput, i} to *out.
