@@ -472,8 +472,8 @@ void RegisterElementwiseOps(OpTable* t) {
   t->Add("Clip", Def(UnaryShape, SaveClip));
   t->Add("PRelu", Def(PReluShape, SavePRelu));
   t->Add("Dropout", Def(DropoutShape, SaveDropout));
-  t->Add("Softmax", Def(SoftmaxShape, SaveOutput0));
-  t->Add("LogSoftmax", Def(SoftmaxShape, SaveOutput0));
+  t->Add("Softmax", Def(SoftmaxShape, SaveOutput0, Autocast::kFp32Output));
+  t->Add("LogSoftmax", Def(SoftmaxShape, SaveOutput0, Autocast::kFp32Output));
   t->Add("Hardmax", Def(SoftmaxShape, nullptr, P, false));
 }
 
