@@ -852,7 +852,8 @@ Status LpNormShape(ShapeContext& ctx) {
   return SetOut(ctx, 0, ctx.Input(0).dtype, ctx.Input(0).shape);
 }
 
-/// x / norm(x): the input and the norm (one value per slice along axis).
+/// x / norm(x): the input and the norm (one value per slice along axis, in
+/// the output dtype: float32 under autocast).
 void LpNormSaves(const SaveContext& sc, std::vector<Saved>* out) {
   if (!sc.AnyInputRequiresGrad()) return;
   SaveInput(0, out);
@@ -862,7 +863,10 @@ void LpNormSaves(const SaveContext& sc, std::vector<Saved>* out) {
   if (!NormalizeAxis(sc.node->GetInt("axis", -1), static_cast<int64_t>(x->size()), &axis)) return;
   std::vector<int64_t> s = *x;
   s[axis] = 1;
-  SaveExtra(InDType(sc, 0), s, "norm", out);
+  const DType dt = !sc.output_dtype.empty() && sc.output_dtype[0] != DType::kUndefined
+                       ? sc.output_dtype[0]
+                       : InDType(sc, 0);
+  SaveExtra(dt, s, "norm", out);
 }
 
 // ---------------------------------------------------------------------------
@@ -1338,6 +1342,7 @@ void RegisterNnOps(OpTable* t) {
   const Autocast low = Autocast::kLowPrecision;
   const Autocast fp32 = Autocast::kFp32;
   const Autocast pass = Autocast::kPassthrough;
+  const Autocast fp32_out = Autocast::kFp32Output;
 
   t->Add("Conv", Def(ConvShape, ConvSaves, ConvFlops, low));
   t->Add("ConvTranspose", Def(ConvTransposeShape, ConvSaves, ConvTransposeFlops, low));
@@ -1353,8 +1358,9 @@ void RegisterNnOps(OpTable* t) {
   t->Add("GroupNormalization", Def(GroupNormShape, GroupNormSaves, Norm8Flops, fp32));
   t->Add("InstanceNormalization", Def(InstanceNormShape, InstanceNormSaves, Norm8Flops, pass));
   t->Add("RMSNormalization", Def(RmsNormShape, RmsNormSaves, Norm5Flops, fp32));
-  // F.normalize: norm is on the fp32 list.
-  t->Add("LpNormalization", Def(LpNormShape, LpNormSaves, Norm4Flops, fp32));
+  // F.normalize: the norm (linalg_vector_norm) writes float32 from the input
+  // as is.
+  t->Add("LpNormalization", Def(LpNormShape, LpNormSaves, Norm4Flops, fp32_out));
 
   t->Add("MaxPool", Def(PoolShape, MaxPoolSaves, PoolFlops, pass));
   t->Add("AveragePool", Def(PoolShape, SaveInput0, PoolFlops, pass));
@@ -1372,17 +1378,18 @@ void RegisterNnOps(OpTable* t) {
   t->Add("GRU", Def(RnnShape, RnnSaves, RnnFlops, low));
   t->Add("RNN", Def(RnnShape, RnnSaves, RnnFlops, low));
 
-  // mean/max/min run in the input dtype; sum, prod, norm and logsumexp are
-  // on autocast's fp32 list. Mean and sum need only the input shape; max/min,
-  // prod, L2 and logsumexp keep input and result; L1 and sum-of-squares keep
-  // the input.
+  // mean/max/min run in the input dtype. sum, prod and the vector norms
+  // (L1, L2) are "fp32_set_opt_dtype" in autocast: they read the input as is
+  // and write float32; logsumexp and sum-of-squares (pow) cast to float32.
+  // Mean and sum need only the input shape; max/min, prod, L2 and logsumexp
+  // keep input and result; L1 and sum-of-squares keep the input.
   t->Add("ReduceMean", Def(ReduceShape, nullptr, InputNumelFlops, pass));
-  t->Add("ReduceSum", Def(ReduceShape, nullptr, InputNumelFlops, fp32));
+  t->Add("ReduceSum", Def(ReduceShape, nullptr, InputNumelFlops, fp32_out));
   t->Add("ReduceMax", Def(ReduceShape, SaveInput0Output0, InputNumelFlops, pass));
   t->Add("ReduceMin", Def(ReduceShape, SaveInput0Output0, InputNumelFlops, pass));
-  t->Add("ReduceProd", Def(ReduceShape, SaveInput0Output0, InputNumelFlops, fp32));
-  t->Add("ReduceL1", Def(ReduceShape, SaveInput0, InputNumelFlops, fp32));
-  t->Add("ReduceL2", Def(ReduceShape, SaveInput0Output0, InputNumelFlops, fp32));
+  t->Add("ReduceProd", Def(ReduceShape, SaveInput0Output0, InputNumelFlops, fp32_out));
+  t->Add("ReduceL1", Def(ReduceShape, SaveInput0, InputNumelFlops, fp32_out));
+  t->Add("ReduceL2", Def(ReduceShape, SaveInput0Output0, InputNumelFlops, fp32_out));
   t->Add("ReduceLogSumExp", Def(ReduceShape, SaveInput0Output0, InputNumelFlops, fp32));
   t->Add("ReduceSumSquare", Def(ReduceShape, SaveInput0, InputNumelFlops, fp32));
   t->Add("ArgMax", Def(ArgShape, nullptr, InputNumelFlops, pass, false));
