@@ -469,8 +469,9 @@ Status Replay::RunConv(const KernelShape& shape, DType t, const std::vector<char
   auto run_pass = [&](const char* pass, int count, auto get_algos, auto get_ws, auto name,
                       auto exec) -> Status {
     std::vector<int> algos;
+    std::string last_error = "no algorithm's workspace fits";
     get_algos(count, &algos);
-    if (algos.empty()) return Status::Error(std::string(pass) + ": cuDNN offers no algorithm");
+    if (algos.empty()) last_error = "cuDNN's heuristics offer no algorithm";
     for (int a : algos) {
       size_t ws_bytes = 0;
       if (!get_ws(a, &ws_bytes)) continue;
@@ -486,7 +487,10 @@ Status Replay::RunConv(const KernelShape& shape, DType t, const std::vector<char
       if (!sampled.ok()) return sampled;
       Result<double> ms = TimeMedian([&]() { return exec(a, ws.get(), ws_bytes); });
       extra_live -= static_cast<int64_t>(ws_bytes);
-      if (!ms.ok()) return ms.status();
+      if (!ms.ok()) {  // Offered but refused at run time: try the next one.
+        last_error = ms.message();
+        continue;
+      }
       KernelResult r =
           MakeResult(shape, pass, ms.value(), flops, KernelTrafficBytes(shape, pass, ob));
       r.workspace_bytes = static_cast<int64_t>(ws_bytes);
@@ -500,7 +504,7 @@ Status Replay::RunConv(const KernelShape& shape, DType t, const std::vector<char
       return Status();
     }
     KernelResult r = MakeResult(shape, pass, 0, 0, 0);
-    r.algo = "skipped: no algorithm's workspace fits";
+    r.algo = "skipped: " + last_error;
     report->kernels.push_back(r);
     return Status();
   };

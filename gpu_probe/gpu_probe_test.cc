@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,45 @@ TEST(BuildReplayScheduleTest, Errors) {
   short_sim.sim.placements.resize(2);
   EXPECT_EQ(BuildReplaySchedule(short_sim.events, short_sim.sim, {}, 0).message(),
             "simulation: 2 placements for 6 events");
+}
+
+// The real simulation, replayed step by step, gives back its own peaks: the
+// replay's sums are what the GPU run compares against.
+TEST(BuildReplayScheduleTest, RealSimulationSumsToItsPeaks) {
+  std::vector<MemEvent> events = {Alloc(1, 300 * kMiB),
+                                  Alloc(2, 2000),
+                                  Alloc(3, 700 * 1024),
+                                  Free(2),
+                                  Alloc(4, 15 * kMiB),
+                                  Alloc(5, 1024 * kMiB),
+                                  Free(1),
+                                  Alloc(6, 5 * kMiB),
+                                  Alloc(7, 64 * kMiB),
+                                  Alloc(8, 100),
+                                  Free(4),
+                                  Alloc(9, 400 * kMiB),
+                                  Alloc(10, 3 * kMiB),
+                                  Free(5),
+                                  Free(3),
+                                  Free(6),
+                                  Free(7),
+                                  Free(8),
+                                  Free(9),
+                                  Free(10)};
+  Result<SimResult> sim = SimulateCachingAllocator(events, AllocatorConfig());
+  ASSERT_TRUE(sim.ok()) << sim.message();
+  Result<std::vector<ReplayStep>> steps = BuildReplaySchedule(events, sim.value(), {}, 0);
+  ASSERT_TRUE(steps.ok()) << steps.message();
+  int64_t reserved = 0, allocated = 0, peak_allocated = 0;
+  for (const ReplayStep& s : steps.value()) {
+    if (s.kind == ReplayStep::kSegment) reserved += s.bytes;
+    if (s.kind == ReplayStep::kAlloc) allocated += s.bytes;
+    if (s.kind == ReplayStep::kFree) allocated -= s.bytes;
+    peak_allocated = std::max(peak_allocated, allocated);
+  }
+  EXPECT_EQ(reserved, sim->peak_reserved);
+  EXPECT_EQ(peak_allocated, sim->peak_allocated);
+  EXPECT_EQ(allocated, 0);
 }
 
 KernelShape Gemm(int64_t m, int64_t n, int64_t k, int64_t b = 1) {
