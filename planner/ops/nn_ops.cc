@@ -817,6 +817,7 @@ void GroupNormSaves(const SaveContext& sc, std::vector<Saved>* out) {
   const auto* x = InShape(*sc.graph, *sc.node, 0);
   if (!x || x->empty()) return;
   const int64_t groups = sc.node->GetInt("num_groups", 1);
+  if (groups < 1) return;
   SaveExtra(DType::kFloat, {(*x)[0], groups}, "mean", out);
   SaveExtra(DType::kFloat, {(*x)[0], groups}, "rstd", out);
 }
@@ -1016,7 +1017,11 @@ Status ResizeShape(ShapeContext& ctx) {
         scale = policy == "not_larger" ? std::min(scale, r) : std::max(scale, r);
       }
       if (scale > 1e18) scale = 1.0;
-      for (int64_t a : axes) out[a] = static_cast<int64_t>(std::round(scale * x[a]));
+      for (int64_t a : axes) {
+        const double v = std::round(scale * static_cast<double>(x[a]));
+        if (!(v < 9.0e18)) return ctx.Error("output size overflows int64");
+        out[a] = static_cast<int64_t>(v);
+      }
     } else {
       return ctx.Error("unknown keep_aspect_ratio_policy '" + policy + "'");
     }
@@ -1095,7 +1100,9 @@ Status RnnShape(ShapeContext& ctx) {
   if (!CheckedMul(gates, hidden, &gh)) return ctx.Error("hidden_size overflows int64");
   NN_TRY(ExpectShape(ctx, 1, "W", {dirs, gh, x[2]}));
   NN_TRY(ExpectShape(ctx, 2, "R", {dirs, gh, hidden}));
-  if (ctx.HasInput(3)) NN_TRY(ExpectShape(ctx, 3, "B", {dirs, 2 * gh}));
+  int64_t bias = 0;
+  if (!CheckedMul(2, gh, &bias)) return ctx.Error("hidden_size overflows int64");
+  if (ctx.HasInput(3)) NN_TRY(ExpectShape(ctx, 3, "B", {dirs, bias}));
   const DType dt = ctx.Input(0).dtype;
   NN_TRY(SetOut(ctx, 0, dt,
                 layout == 0 ? std::vector<int64_t>{seq, dirs, batch, hidden}
@@ -1257,7 +1264,7 @@ Status AttentionDims(const ShapeContext& ctx, AttnDims* d) {
     if (v[1] != d->skv)
       return ctx.Error("V " + ShapeString(v) + " does not match K " + ShapeString(k));
   }
-  if (d->hq % d->hkv != 0) {
+  if (d->hq < 1 || d->hkv < 1 || d->hq % d->hkv != 0) {
     return ctx.Error("query heads " + Str(d->hq) + " are not a multiple of key/value heads " +
                      Str(d->hkv));
   }
@@ -1298,6 +1305,7 @@ void AttentionSaves(const SaveContext& sc, std::vector<Saved>* out) {
   if (!q || (q->size() != 3 && q->size() != 4)) return;
   const int64_t heads = q->size() == 4 ? (*q)[1] : sc.node->GetInt("q_num_heads", 1);
   const int64_t seq = q->size() == 4 ? (*q)[2] : (*q)[1];
+  if (heads < 1) return;
   SaveExtra(DType::kFloat, {(*q)[0], heads, seq}, "logsumexp", out);
 }
 

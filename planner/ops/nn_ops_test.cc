@@ -807,6 +807,87 @@ TEST(NnAttention, ThreeDimensionalNeedsHeadCounts) {
 }
 
 // --------------------------------------------------------------------------
+// Robustness: odd inputs give an error or a shape, never a crash.
+
+TEST(NnRobustness, OddInputsNeverCrash) {
+  const std::vector<std::string> ops = {"Conv",
+                                        "ConvTranspose",
+                                        "MatMul",
+                                        "Gemm",
+                                        "Einsum",
+                                        "BatchNormalization",
+                                        "LayerNormalization",
+                                        "GroupNormalization",
+                                        "InstanceNormalization",
+                                        "RMSNormalization",
+                                        "LpNormalization",
+                                        "MaxPool",
+                                        "AveragePool",
+                                        "LpPool",
+                                        "GlobalAveragePool",
+                                        "GlobalMaxPool",
+                                        "Resize",
+                                        "Upsample",
+                                        "LSTM",
+                                        "GRU",
+                                        "RNN",
+                                        "ReduceMean",
+                                        "ReduceSum",
+                                        "ReduceMax",
+                                        "ReduceL2",
+                                        "ArgMax",
+                                        "Attention"};
+  const std::vector<Shape> shapes = {{}, {0}, {1, 0, 3}, {2, 3, 4, 5}, {1, 1, 1}};
+  const std::map<std::string, Attribute> attrs = {{"kernel_shape", AInts({3, 3})},
+                                                  {"equation", AStr("...,->")},
+                                                  {"num_groups", AInt(0)},
+                                                  {"axis", AInt(7)},
+                                                  {"group", AInt(0)},
+                                                  {"hidden_size", AInt(0)},
+                                                  {"strides", AInts({0, 0})},
+                                                  {"q_num_heads", AInt(0)},
+                                                  {"kv_num_heads", AInt(0)},
+                                                  {"axes", AInts({9})}};
+  int case_id = 0;
+  for (const auto& op : ops) {
+    for (int nin = 0; nin <= 6; ++nin) {
+      for (const Shape& shape : shapes) {
+        for (int with_attrs = 0; with_attrs < 2; ++with_attrs) {
+          NnGraph t;
+          std::vector<std::string> ins;
+          for (int i = 0; i < nin; ++i) {
+            ins.push_back("i" + std::to_string(i));
+            t.In(ins.back(), shape);
+          }
+          int n = t.Add(op, ins, {"o0", "o1", "o2"},
+                        with_attrs ? attrs : std::map<std::string, Attribute>{});
+          Status s = t.Infer(n);
+          if (s.ok()) {
+            (void)t.Flops(n);
+            (void)t.Saves(n, std::vector<bool>(nin, true));
+          } else {
+            EXPECT_EQ(s.message().rfind("m.onnx: node '", 0), 0u) << s.message();
+          }
+          ++case_id;
+        }
+      }
+    }
+  }
+  EXPECT_GT(case_id, 0);
+}
+
+TEST(NnAttention, ZeroKeyHeadsIsAnError) {
+  NnGraph t(23);
+  t.In("q", {1, 4, 8, 16});
+  t.In("k", {1, 0, 8, 16});
+  t.In("v", {1, 0, 8, 16});
+  int n = t.Add("Attention", {"q", "k", "v"}, {"y"}, {}, "att");
+  EXPECT_EQ(t.Infer(n).message(),
+            "m.onnx: node 'att' (Attention): query heads 4 are not a multiple of key/value "
+            "heads 0");
+}
+
+// --------------------------------------------------------------------------
 // Registry facts
 
 TEST(NnRegistry, AutocastAliasAndDifferentiability) {
