@@ -1052,17 +1052,27 @@ Status ResizeShape(ShapeContext& ctx) {
     }
     return SetOut(ctx, 0, ctx.Input(0).dtype, out);
   }
-  // Scales are a float tensor whose data we do not have: trust a fully
-  // known declared output shape (value_info) when there is one.
+  // Scales are a float tensor whose data we do not have (the importer keeps
+  // integer data only): trust the declared output shape (value_info). Its
+  // fixed dims are taken as is; a symbolic dim (the batch) is assumed not to
+  // be resized and takes X's size.
   if (ctx.HasOutput(0)) {
     const Tensor& y = ctx.Output(0);
     if (y.has_declared && y.declared.size() == x.size()) {
       std::vector<int64_t> d;
-      for (const Dim& dim : y.declared) {
-        if (!dim.known()) break;
-        d.push_back(dim.value);
+      bool any_fixed = false;
+      for (size_t k = 0; k < x.size(); ++k) {
+        const Dim& dim = y.declared[k];
+        if (dim.known()) {
+          d.push_back(dim.value);
+          any_fixed = true;
+        } else if (!dim.symbol.empty()) {
+          d.push_back(x[k]);
+        } else {
+          break;
+        }
       }
-      if (d.size() == x.size()) return SetOut(ctx, 0, ctx.Input(0).dtype, d);
+      if (d.size() == x.size() && any_fixed) return SetOut(ctx, 0, ctx.Input(0).dtype, d);
     }
   }
   return ctx.Error("cannot infer: scales " + InName(ctx, scales_in) + " is not a constant");

@@ -9,6 +9,7 @@
 
 #include "planner/graph.h"
 #include "planner/op_registry.h"
+#include "planner/shape_inference.h"
 
 namespace memplan {
 namespace {
@@ -668,6 +669,51 @@ TEST(NnResize, Opset10FormUpsampleAndUnknownScales) {
   int n3 = t.Add("Resize", {"x", "", "unknown_scales"}, {"y3"});
   ASSERT_TRUE(t.Infer(n3).ok());
   EXPECT_EQ(t.T("y3").shape, (Shape{2, 4, 10, 12}));
+}
+
+// --------------------------------------------------------------------------
+// Through InferShapes: a small CNN with a symbolic batch.
+
+TEST(NnInferShapes, SmallCnnWithSymbolicBatch) {
+  NnGraph t(17);
+  Graph& g = t.g;
+  auto declare = [&](const std::string& name, std::vector<Dim> dims, TensorKind kind) {
+    const int id = g.FindOrAdd(name);
+    Tensor& x = g.tensors[id];
+    x.kind = kind;
+    x.dtype = DType::kFloat;
+    x.has_declared = true;
+    x.declared = std::move(dims);
+    x.shape_known = false;
+    if (kind == TensorKind::kGraphInput) g.inputs.push_back(id);
+    if (kind == TensorKind::kInitializer) g.initializers.push_back(id);
+    return id;
+  };
+  declare("x", {Dim{-1, "batch"}, Dim{3, ""}, Dim{32, ""}, Dim{32, ""}}, TensorKind::kGraphInput);
+  declare("w", {Dim{16, ""}, Dim{3, ""}, Dim{3, ""}, Dim{3, ""}}, TensorKind::kInitializer);
+  declare("scales", {Dim{4, ""}}, TensorKind::kInitializer);  // float data not kept
+  declare("fc_w", {Dim{10, ""}, Dim{16, ""}}, TensorKind::kInitializer);
+  declare("fc_b", {Dim{10, ""}}, TensorKind::kInitializer);
+  t.Add("Conv", {"x", "w"}, {"c"}, {{"pads", AInts({1, 1, 1, 1})}});
+  t.Add("MaxPool", {"c"}, {"p"}, {{"kernel_shape", AInts({2, 2})}, {"strides", AInts({2, 2})}});
+  t.Add("Resize", {"p", "", "scales"}, {"r"});
+  Tensor& r = g.tensors[g.Find("r")];
+  r.has_declared = true;
+  r.declared = {Dim{-1, "batch"}, Dim{16, ""}, Dim{32, ""}, Dim{32, ""}};
+  t.Add("GlobalAveragePool", {"r"}, {"gp"});
+  t.Add("ReduceMean", {"gp"}, {"flat"}, {{"axes", AInts({2, 3})}, {"keepdims", AInt(0)}});
+  t.Add("Gemm", {"flat", "fc_w", "fc_b"}, {"logits"}, {{"transB", AInt(1)}});
+  g.outputs.push_back(g.Find("logits"));
+  ShapeBindings b;
+  b.batch = 4;
+  std::vector<std::string> warnings;
+  Status s = InferShapes(&g, b, &warnings);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(t.T("c").shape, (Shape{4, 16, 32, 32}));
+  EXPECT_EQ(t.T("p").shape, (Shape{4, 16, 16, 16}));
+  EXPECT_EQ(t.T("r").shape, (Shape{4, 16, 32, 32}));
+  EXPECT_EQ(t.T("flat").shape, (Shape{4, 16}));
+  EXPECT_EQ(t.T("logits").shape, (Shape{4, 10}));
 }
 
 // --------------------------------------------------------------------------
