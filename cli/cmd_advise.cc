@@ -1,0 +1,17 @@
+// `memplan advise`: not built yet in this version.
+#include <iostream>
+
+#include "cli/commands.h"
+
+namespace memplan {
+
+void AddAdviseCommand(CLI::App* app, CliState* state) {
+  auto* cmd = app->add_subcommand("advise", "(not available in this build yet)");
+  cmd->allow_extras();
+  cmd->callback([state] {
+    std::cerr << "memplan: error: 'advise' is not available in this build yet\n";
+    state->exit_code = kExitBadInput;
+  });
+}
+
+}  // namespace memplan

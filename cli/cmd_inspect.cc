@@ -1,0 +1,153 @@
+// `memplan inspect`: what is in the model, and every tensor's shape.
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "cli/options.h"
+#include "planner/params.h"
+
+namespace memplan {
+namespace {
+
+struct InspectArgs {
+  ModelFlags model;
+  std::string format;
+};
+
+std::string DimsText(const Tensor& t) {
+  std::ostringstream os;
+  os << "[";
+  if (t.shape_known) {
+    for (size_t i = 0; i < t.shape.size(); ++i) os << (i ? ", " : "") << t.shape[i];
+  } else {
+    for (size_t i = 0; i < t.declared.size(); ++i) {
+      os << (i ? ", " : "");
+      if (t.declared[i].known())
+        os << t.declared[i].value;
+      else
+        os << (t.declared[i].symbol.empty() ? "?" : t.declared[i].symbol);
+    }
+  }
+  os << "]";
+  return os.str();
+}
+
+nlohmann::json TensorJson(const Tensor& t) {
+  nlohmann::json j;
+  j["name"] = t.name;
+  j["dtype"] = DTypeName(t.dtype);
+  if (t.shape_known) j["shape"] = t.shape;
+  nlohmann::json decl = nlohmann::json::array();
+  for (const Dim& d : t.declared) {
+    if (d.known())
+      decl.push_back(d.value);
+    else
+      decl.push_back(d.symbol.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.symbol));
+  }
+  if (t.has_declared) j["declared"] = decl;
+  return j;
+}
+
+int RunInspect(const InspectArgs& a) {
+  auto loaded = LoadGraph(a.model.model);
+  if (!loaded.ok()) return Fail(loaded.message());
+  auto bindings = ToBindings(a.model);
+  if (!bindings.ok()) return Fail(bindings.message());
+  std::vector<std::string> warnings;
+  const Graph& raw = loaded.value();
+  // Shapes need a binding for every symbol; without --batch show declared dims.
+  std::set<std::string> symbols;
+  for (int id : raw.inputs) {
+    for (const Dim& d : raw.tensors[id].declared) {
+      if (!d.symbol.empty()) symbols.insert(d.symbol);
+    }
+  }
+  const std::string batch_symbol = BatchSymbol(raw);
+  bool all_bound = true;
+  for (const std::string& s : symbols) {
+    if (!bindings->dims.count(s) && !(s == batch_symbol && bindings->batch > 0)) all_bound = false;
+  }
+  Graph g = raw;
+  if (all_bound) {
+    auto bound = BindShapes(raw, bindings.value(), &warnings);
+    if (!bound.ok()) return Fail(bound.message());
+    g = std::move(bound.value());
+  }
+  PrintWarnings(warnings);
+  const std::vector<InitRole> roles = ClassifyInitializers(g);
+  const ParamSummary params = SummarizeParams(g, roles);
+  std::map<std::string, int> histogram;
+  for (const Node& n : g.nodes) {
+    histogram[n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type]++;
+  }
+  if (a.format == "json") {
+    nlohmann::json j;
+    j["model"] = a.model.model;
+    j["ir_version"] = g.ir_version;
+    j["producer"] = g.producer_name + (g.producer_version.empty() ? "" : " " + g.producer_version);
+    j["opsets"] = g.opsets;
+    j["symbols"] = symbols;
+    j["batch_symbol"] = batch_symbol;
+    j["nodes"] = g.nodes.size();
+    j["ops"] = histogram;
+    for (int id : g.inputs) j["inputs"].push_back(TensorJson(g.tensors[id]));
+    for (int id : g.outputs) j["outputs"].push_back(TensorJson(g.tensors[id]));
+    j["parameters"] = {{"count", params.parameter_count}, {"bytes", params.parameter_bytes}};
+    j["buffers"] = {{"count", params.buffer_count}, {"bytes", params.buffer_bytes}};
+    nlohmann::json plist = nlohmann::json::array();
+    for (int id : params.parameters) plist.push_back(TensorJson(g.tensors[id]));
+    j["parameter_tensors"] = plist;
+    nlohmann::json blist = nlohmann::json::array();
+    for (int id : params.buffers) blist.push_back(TensorJson(g.tensors[id]));
+    j["buffer_tensors"] = blist;
+    if (all_bound) {
+      nlohmann::json tensors = nlohmann::json::array();
+      for (const Tensor& t : g.tensors) tensors.push_back(TensorJson(t));
+      j["tensors"] = tensors;
+    }
+    j["warnings"] = warnings;
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::cout << a.model.model << "\n  producer " << g.producer_name << " " << g.producer_version
+            << ", IR " << g.ir_version << ", opsets";
+  for (const auto& kv : g.opsets) {
+    std::cout << " " << (kv.first.empty() ? "ai.onnx" : kv.first) << ":" << kv.second;
+  }
+  std::cout << "\n  " << g.nodes.size() << " nodes, symbols:";
+  for (const std::string& s : symbols)
+    std::cout << " " << s << (s == batch_symbol ? " (batch)" : "");
+  std::cout << "\n\ninputs\n";
+  for (int id : g.inputs) {
+    std::cout << "  " << g.tensors[id].name << "  " << DTypeName(g.tensors[id].dtype) << " "
+              << DimsText(g.tensors[id]) << "\n";
+  }
+  std::cout << "outputs\n";
+  for (int id : g.outputs) {
+    std::cout << "  " << g.tensors[id].name << "  " << DTypeName(g.tensors[id].dtype) << " "
+              << DimsText(g.tensors[id]) << "\n";
+  }
+  std::cout << "\nparameters  " << FormatCount(params.parameter_count) << " ("
+            << FormatBytes(params.parameter_bytes) << ") in " << params.parameters.size()
+            << " tensors\nbuffers     " << FormatCount(params.buffer_count) << " ("
+            << FormatBytes(params.buffer_bytes) << ") in " << params.buffers.size()
+            << " tensors\n\nops\n";
+  for (const auto& kv : histogram) std::cout << "  " << kv.first << " " << kv.second << "\n";
+  if (!all_bound) std::cout << "\n(bind every symbol with --batch/--dim to see all shapes)\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddInspectCommand(CLI::App* app, CliState* state) {
+  auto* cmd = app->add_subcommand("inspect", "Inputs, outputs, symbols, ops, parameters, shapes");
+  auto args = std::make_shared<InspectArgs>();
+  AddModelFlags(cmd, &args->model);
+  AddFormatFlag(cmd, &args->format, {"table", "json"});
+  cmd->callback([args, state] { state->exit_code = RunInspect(*args); });
+}
+
+}  // namespace memplan

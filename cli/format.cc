@@ -1,0 +1,174 @@
+#include "cli/format.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace memplan {
+
+std::string FormatBytes(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  char buf[64];
+  const double a = std::fabs(b);
+  if (a >= 1024.0 * 1024 * 1024) {
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  } else if (a >= 1024.0 * 1024) {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024));
+  } else if (a >= 1024.0) {
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+  }
+  return buf;
+}
+
+std::string FormatCount(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+Result<int64_t> ParseSize(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) {
+    ++i;
+  }
+  if (i == 0) return Status::Error("'" + text + "' is not a size (try 24GiB, 80GB, 24000MiB)");
+  double value = 0;
+  try {
+    value = std::stod(text.substr(0, i));
+  } catch (const std::exception&) {
+    return Status::Error("'" + text + "' is not a size (try 24GiB, 80GB, 24000MiB)");
+  }
+  std::string unit;
+  for (size_t j = i; j < text.size(); ++j) {
+    if (text[j] != ' ')
+      unit += static_cast<char>(std::tolower(static_cast<unsigned char>(text[j])));
+  }
+  double mult = 0;
+  if (unit.empty() || unit == "b")
+    mult = 1;
+  else if (unit == "kib" || unit == "k")
+    mult = 1024.0;
+  else if (unit == "mib" || unit == "m")
+    mult = 1024.0 * 1024;
+  else if (unit == "gib" || unit == "g")
+    mult = 1024.0 * 1024 * 1024;
+  else if (unit == "tib" || unit == "t")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb")
+    mult = 1e3;
+  else if (unit == "mb")
+    mult = 1e6;
+  else if (unit == "gb")
+    mult = 1e9;
+  else if (unit == "tb")
+    mult = 1e12;
+  else
+    return Status::Error("'" + text + "': unknown unit '" + unit +
+                         "' (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)");
+  const double bytes = value * mult;
+  if (!(bytes >= 0) || bytes > 9.0e18) return Status::Error("'" + text + "' is out of range");
+  return static_cast<int64_t>(std::llround(bytes));
+}
+
+nlohmann::json PeakJson(const Peak& p, bool with_at) {
+  nlohmann::json j;
+  j["allocated_bytes"] = p.allocated_bytes;
+  j["reserved_bytes"] = p.reserved_bytes;
+  j["device_bytes"] = p.device_bytes;
+  j["lower_bound_bytes"] = p.lower_bound_bytes;
+  j["fragmentation"] = p.fragmentation;
+  if (with_at) j["at"] = {{"node", p.node}, {"phase", PhaseName(p.phase)}};
+  nlohmann::json b;
+  for (int c = 0; c < kNumCategories; ++c) {
+    b[CategoryName(static_cast<Category>(c))] = p.breakdown.bytes[c];
+  }
+  j["breakdown"] = b;
+  return j;
+}
+
+nlohmann::json ConfigJson(const Plan& plan) {
+  const PlanOptions& o = plan.options;
+  nlohmann::json c;
+  c["mode"] = ModeName(o.mode);
+  c["batch"] = plan.batch;
+  c["precision"] = PrecisionName(o.precision);
+  if (o.mode == Mode::kTrain) {
+    c["optimizer"] = OptimizerName(o.optimizer);
+    c["loss"] = LossName(o.loss);
+    c["step"] = o.step == StepKind::kFirst ? "first" : "steady";
+    c["checkpoint"] = o.checkpoint_segments;
+  }
+  c["attention"] = AttentionName(o.attention);
+  c["allocator"] = o.allocator.expandable_segments ? "expandable" : "default";
+  c["context_bytes"] = plan.context_bytes;
+  return c;
+}
+
+nlohmann::json PlanJson(const std::string& model, const Plan& plan) {
+  nlohmann::json j;
+  j["model"] = model;
+  j["config"] = ConfigJson(plan);
+  nlohmann::json peak = PeakJson(plan.peak, true);
+  j["breakdown"] = peak["breakdown"];
+  peak.erase("breakdown");
+  j["peak"] = peak;
+  if (plan.options.mode == Mode::kTrain) {
+    j["first_step"] = PeakJson(plan.first_step, true);
+    j["steady"] = PeakJson(plan.steady, true);
+  }
+  j["parameters"] = {{"count", plan.parameter_count},
+                     {"bytes", plan.parameter_bytes},
+                     {"buffer_bytes", plan.buffer_bytes}};
+  j["flops"] = {{"forward", plan.forward_flops},
+                {"backward", plan.backward_flops},
+                {"recompute", plan.recompute_flops}};
+  j["warnings"] = plan.warnings;
+  return j;
+}
+
+std::string PlanTable(const std::string& model, const Plan& plan) {
+  std::ostringstream os;
+  const PlanOptions& o = plan.options;
+  const Peak& p = plan.peak;
+  os << model << "  " << ModeName(o.mode) << ", batch " << plan.batch << ", "
+     << PrecisionName(o.precision);
+  if (o.mode == Mode::kTrain) {
+    os << ", " << OptimizerName(o.optimizer) << ", " << AttentionName(o.attention) << " attention, "
+       << (o.step == StepKind::kFirst ? "first" : "steady") << " step";
+  }
+  os << "\n\n";
+  char line[256];
+  auto row = [&](const char* label, int64_t bytes, const char* note) {
+    std::snprintf(line, sizeof line, "  %-28s %12s  %s\n", label, FormatBytes(bytes).c_str(), note);
+    os << line;
+  };
+  row("peak allocated", p.allocated_bytes, "torch.cuda.max_memory_allocated()");
+  row("peak reserved", p.reserved_bytes, "torch.cuda.max_memory_reserved()");
+  row("device total", p.device_bytes, "what nvidia-smi shows (reserved + context)");
+  os << "\n  peak at " << p.node << " (" << PhaseName(p.phase) << ")\n\n";
+  for (int c = 0; c < kNumCategories; ++c) {
+    const int64_t b = p.breakdown.bytes[c];
+    const double pct = p.allocated_bytes > 0 ? 100.0 * b / p.allocated_bytes : 0.0;
+    std::snprintf(line, sizeof line, "    %-22s %12s  %5.1f%%\n",
+                  CategoryName(static_cast<Category>(c)), FormatBytes(b).c_str(), pct);
+    os << line;
+  }
+  os << "\n  parameters " << FormatCount(plan.parameter_count) << " ("
+     << FormatBytes(plan.parameter_bytes) << ")";
+  if (plan.buffer_bytes > 0) os << ", buffers " << FormatBytes(plan.buffer_bytes);
+  os << "\n";
+  if (o.mode == Mode::kTrain) {
+    os << "  first step peak " << FormatBytes(plan.first_step.allocated_bytes)
+       << " allocated, steady " << FormatBytes(plan.steady.allocated_bytes) << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace memplan

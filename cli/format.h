@@ -1,0 +1,31 @@
+#ifndef MEMPLAN_CLI_FORMAT_H_
+#define MEMPLAN_CLI_FORMAT_H_
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "planner/plan.h"
+#include "planner/status.h"
+
+namespace memplan {
+
+/// "1.50 GiB", "12.0 MiB", "512 B": binary units.
+std::string FormatBytes(int64_t bytes);
+/// "24GiB", "24GB", "24000MiB", "1.5 TiB", "1073741824" -> bytes.
+Result<int64_t> ParseSize(const std::string& text);
+/// "1,234,567".
+std::string FormatCount(int64_t n);
+
+/// JSON of a peak: bytes, node, phase, breakdown.
+nlohmann::json PeakJson(const Peak& p, bool with_at);
+/// JSON of a plan's configuration.
+nlohmann::json ConfigJson(const Plan& plan);
+/// The stable `plan` JSON contract.
+nlohmann::json PlanJson(const std::string& model, const Plan& plan);
+/// The human-readable table of `plan`.
+std::string PlanTable(const std::string& model, const Plan& plan);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_CLI_FORMAT_H_

@@ -1,0 +1,62 @@
+#ifndef MEMPLAN_CLI_OPTIONS_H_
+#define MEMPLAN_CLI_OPTIONS_H_
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/graph.h"
+#include "planner/plan.h"
+#include "planner/shape_inference.h"
+#include "planner/status.h"
+
+namespace memplan {
+
+/// The model and its symbol bindings.
+struct ModelFlags {
+  std::string model;
+  int64_t batch = -1;
+  std::vector<std::string> dims;  ///< NAME=VALUE
+};
+
+/// How the step runs (the `plan` flags, shared by advise/check/validate).
+struct PlanFlags {
+  std::string mode = "train";
+  std::string precision = "fp32";
+  std::string optimizer = "adamw";
+  std::string attention = "fused";
+  std::string loss = "cross_entropy";
+  std::string step = "steady";
+  std::string allocator = "default";
+  std::string reserve;  ///< Context bytes, e.g. "767MiB"; empty = default.
+  std::vector<std::string> checkpoint;
+};
+
+/// Adds MODEL, --batch and --dim to `cmd`.
+void AddModelFlags(CLI::App* cmd, ModelFlags* f);
+/// Adds --mode, --precision, --optimizer, ... to `cmd`.
+void AddPlanFlags(CLI::App* cmd, PlanFlags* f, bool with_mode);
+/// Adds --format with the given choices (first is the default).
+void AddFormatFlag(CLI::App* cmd, std::string* format, const std::vector<std::string>& choices);
+
+/// Parses the --dim list and --batch into bindings.
+Result<ShapeBindings> ToBindings(const ModelFlags& f);
+/// Parses the plan flags.
+Result<PlanOptions> ToPlanOptions(const PlanFlags& f);
+Result<Precision> ParsePrecision(const std::string& s);
+Result<Optimizer> ParseOptimizer(const std::string& s);
+
+/// Imports the model file (no shapes yet).
+Result<Graph> LoadGraph(const std::string& path);
+/// A copy of `g` with shapes inferred for `b`; warnings appended.
+Result<Graph> BindShapes(const Graph& g, const ShapeBindings& b, std::vector<std::string>* warn);
+
+/// Prints warnings to stderr, one line each.
+void PrintWarnings(const std::vector<std::string>& warnings);
+/// Prints an error line to stderr and returns kExitBadInput.
+int Fail(const std::string& message);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_CLI_OPTIONS_H_

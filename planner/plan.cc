@@ -1,0 +1,778 @@
+#include "planner/plan.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include "planner/arena.h"
+#include "planner/checked.h"
+#include "planner/schedule.h"
+
+namespace memplan {
+
+const char* PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kAmpBf16:
+      return "amp_bf16";
+    case Precision::kAmpFp16:
+      return "amp_fp16";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+  }
+  return "?";
+}
+
+const char* OptimizerName(Optimizer o) {
+  switch (o) {
+    case Optimizer::kSgd:
+      return "sgd";
+    case Optimizer::kMomentum:
+      return "momentum";
+    case Optimizer::kAdam:
+      return "adam";
+    case Optimizer::kAdamW:
+      return "adamw";
+  }
+  return "?";
+}
+
+const char* AttentionName(Attention a) { return a == Attention::kFused ? "fused" : "eager"; }
+
+const char* LossName(Loss l) {
+  switch (l) {
+    case Loss::kCrossEntropy:
+      return "cross_entropy";
+    case Loss::kMse:
+      return "mse";
+    case Loss::kNone:
+      return "none";
+  }
+  return "?";
+}
+
+const char* PhaseName(Phase p) {
+  switch (p) {
+    case Phase::kForward:
+      return "forward";
+    case Phase::kBackward:
+      return "backward";
+    case Phase::kOptimizer:
+      return "optimizer";
+  }
+  return "?";
+}
+
+const char* CategoryName(Category c) {
+  switch (c) {
+    case Category::kParameters:
+      return "parameters";
+    case Category::kGradients:
+      return "gradients";
+    case Category::kOptimizerState:
+      return "optimizer_state";
+    case Category::kSavedActivations:
+      return "saved_activations";
+    case Category::kTransients:
+      return "transients";
+    case Category::kWorkspaces:
+      return "workspaces";
+  }
+  return "?";
+}
+
+const char* ModeName(Mode m) { return m == Mode::kTrain ? "train" : "inference"; }
+
+int64_t Breakdown::Total() const {
+  int64_t t = 0;
+  for (int64_t b : bytes) t += b;
+  return t;
+}
+
+namespace {
+
+// cuBLAS workspace per handle on sm90 (CublasHandlePool.cpp): the forward
+// thread's handle gets one at the first GEMM, autograd's thread another at
+// the first backward GEMM.
+constexpr int64_t kCublasWorkspaceBytes = 32LL << 20;
+// Measured on the H200 (fresh.jsonl): 1 MiB more persists from the first
+// backward on (README of the calibration data).
+constexpr int64_t kBackwardExtraBytes = 1LL << 20;
+
+// One allocation the simulated process owns.
+struct Storage {
+  int64_t bytes = 0;
+  Category cat = Category::kTransients;
+  int refs = 0;
+  bool live = false;
+  int64_t id = -1;  // MemEvent id while live
+};
+
+// Replays the training (or inference) protocol of the calibration script
+// over a schedule and records allocator events.
+class Simulator {
+ public:
+  Simulator(const Schedule& s, const PlanOptions& o, int64_t batch) : s_(s), o_(o), batch_(batch) {
+    root_.resize(s.vals.size());
+    for (size_t v = 0; v < s.vals.size(); ++v) {
+      int r = static_cast<int>(v);
+      while (s.vals[r].base >= 0) r = s.vals[r].base;
+      root_[v] = r;
+    }
+    storage_of_val_.assign(s.vals.size(), -1);
+    saved_root_.assign(s.vals.size(), false);
+    for (const ExecOp& op : s.ops) {
+      for (const SavedRef& r : op.saved) {
+        if (r.val >= 0) saved_root_[root_[r.val]] = true;
+      }
+    }
+    last_use_.assign(s.vals.size(), -1);
+    for (size_t i = 0; i < s.ops.size(); ++i) {
+      for (int v : s.ops[i].in) {
+        if (v >= 0) last_use_[v] = static_cast<int>(i);
+      }
+    }
+  }
+
+  // Events and their annotations.
+  std::vector<MemEvent> events;
+  std::vector<int> event_storage;  // storage index per event
+  std::vector<int> event_step;     // timeline step per event
+  std::vector<Phase> steps_phase;
+  std::vector<std::string> steps_label;
+  std::vector<int> iteration_start;  // first step index of each iteration
+  std::vector<std::pair<size_t, size_t>> iteration_events;
+  std::vector<Storage> storages;
+  // (event index, storage, new category) applied when replaying categories.
+  std::vector<std::tuple<size_t, int, Category>> retags;
+  int64_t forward_flops = 0;
+  int64_t backward_flops = 0;
+
+  void Run();
+
+ private:
+  int NewStorage(int64_t bytes, Category cat) {
+    Storage st;
+    st.bytes = bytes;
+    st.cat = cat;
+    storages.push_back(st);
+    return static_cast<int>(storages.size()) - 1;
+  }
+  void Step(Phase phase, const std::string& label) {
+    steps_phase.push_back(phase);
+    steps_label.push_back(label);
+  }
+  int CurStep() const { return static_cast<int>(steps_phase.size()) - 1; }
+  void Alloc(int st) {
+    Storage& s = storages[st];
+    s.live = true;
+    s.id = next_id_++;
+    events.push_back(MemEvent{s.id, s.bytes, true});
+    event_storage.push_back(st);
+    event_step.push_back(CurStep());
+  }
+  void Free(int st) {
+    Storage& s = storages[st];
+    if (!s.live) return;
+    s.live = false;
+    events.push_back(MemEvent{s.id, 0, false});
+    event_storage.push_back(st);
+    event_step.push_back(CurStep());
+  }
+  int AllocNew(int64_t bytes, Category cat) {
+    const int st = NewStorage(bytes, cat);
+    Alloc(st);
+    return st;
+  }
+  void Ref(int st) { ++storages[st].refs; }
+  void Unref(int st) {
+    if (st < 0) return;
+    if (--storages[st].refs <= 0) Free(st);
+  }
+  void Retag(int st, Category c) {
+    if (storages[st].cat == c) return;
+    storages[st].cat = c;
+    retags.emplace_back(events.size(), st, c);
+  }
+
+  void LoadModel();
+  void Iteration(bool first);
+  void Forward(bool grad_mode);
+  void Loss();
+  void Backward();
+  void OptimizerStep(bool first);
+  void ReleaseForward();
+  void AddGrad(int val, int grad_storage);
+  int ValStorage(int v) const { return storage_of_val_[root_[v]]; }
+
+  const Schedule& s_;
+  const PlanOptions& o_;
+  int64_t batch_;
+  int64_t next_id_ = 1;
+  std::vector<int> root_;
+  std::vector<int> storage_of_val_;  // by root val
+  std::vector<bool> saved_root_;
+  std::vector<int> last_use_;
+  bool fwd_workspace_ = false;
+  bool bwd_workspace_ = false;
+  // Per iteration.
+  std::vector<std::vector<int>> saved_storages_;  // per op: storages referenced
+  std::vector<int> held_;                         // weight-cache refs
+  std::unordered_map<int, int> grad_of_;          // val -> grad storage
+  std::vector<int> param_grad_;                   // by param index
+  std::vector<int> state_;                        // optimizer state storages
+  int logits_storage_ = -1;
+  std::vector<int> loss_storages_;
+  std::vector<int> loss_saved_;
+  bool inference_ = false;
+};
+
+void Simulator::LoadModel() {
+  Step(Phase::kForward, "model.cuda()");
+  // model.cuda() moves parameters and buffers in module order.
+  std::vector<int> order = s_.params;
+  order.insert(order.end(), s_.buffers.begin(), s_.buffers.end());
+  std::sort(order.begin(), order.end());
+  for (int v : order) {
+    const int st = AllocNew(s_.vals[v].bytes, Category::kParameters);
+    Ref(st);
+    storage_of_val_[v] = st;
+  }
+  Step(Phase::kForward, "input");
+  for (int v : s_.inputs) {
+    const int st = AllocNew(s_.vals[v].bytes, Category::kParameters);
+    Ref(st);
+    storage_of_val_[v] = st;
+  }
+}
+
+void Simulator::Forward(bool grad_mode) {
+  saved_storages_.assign(s_.ops.size(), {});
+  held_.clear();
+  for (size_t i = 0; i < s_.ops.size(); ++i) {
+    const ExecOp& op = s_.ops[i];
+    Step(Phase::kForward, op.label);
+    forward_flops += op.flops;
+    if (op.uses_cublas && !fwd_workspace_) {
+      fwd_workspace_ = true;
+      Ref(AllocNew(kCublasWorkspaceBytes, Category::kWorkspaces));
+    }
+    int ws = -1;
+    if (op.fwd_workspace > 0) ws = AllocNew(op.fwd_workspace, Category::kWorkspaces);
+    for (int v : op.out) {
+      if (v < 0 || s_.vals[v].phantom) continue;
+      const int r = root_[v];
+      if (op.view && r != v) {
+        // A view: keeps its base's storage alive while it lives.
+        Ref(storage_of_val_[r]);
+        continue;
+      }
+      const Category cat =
+          (grad_mode && saved_root_[r]) ? Category::kSavedActivations : Category::kTransients;
+      const int st = AllocNew(s_.vals[v].bytes, cat);
+      storage_of_val_[r] = st;
+      Ref(st);
+    }
+    if (ws >= 0) Free(ws);
+    if (grad_mode) {
+      for (const SavedRef& sr : op.saved) {
+        int st;
+        if (sr.val >= 0) {
+          st = ValStorage(sr.val);
+          if (st < 0) continue;
+        } else {
+          st = AllocNew(sr.bytes, Category::kSavedActivations);
+        }
+        Ref(st);
+        saved_storages_[i].push_back(st);
+      }
+      if (op.hold_to_forward_end) {
+        for (int v : op.out) {
+          if (v >= 0) {
+            Ref(ValStorage(v));
+            held_.push_back(ValStorage(v));
+          }
+        }
+      }
+    }
+    // Values whose last reader was this op die (the logits live on as `out`).
+    for (int v : op.in) {
+      if (v < 0 || last_use_[v] != static_cast<int>(i) || v == s_.logits) continue;
+      if (s_.vals[v].is_param || s_.vals[v].is_buffer) continue;
+      bool is_input = false;
+      for (int x : s_.inputs) is_input = is_input || x == v;
+      if (is_input) continue;
+      Unref(ValStorage(v));
+    }
+    for (int v : op.out) {
+      if (v < 0 || s_.vals[v].phantom || v == s_.logits) continue;
+      if (last_use_[v] < 0) Unref(ValStorage(v));
+    }
+  }
+}
+
+void Simulator::Loss() {
+  const int L = s_.logits;
+  if (L < 0) return;
+  logits_storage_ = ValStorage(L);
+  const Val& lv = s_.vals[L];
+  int64_t numel = 1;
+  for (int64_t d : lv.shape) numel *= d;
+  const int64_t classes = lv.shape.empty() ? 1 : lv.shape.back();
+  const int64_t rows = classes > 0 ? numel / classes : 0;
+  const bool amp = o_.precision == Precision::kAmpBf16 || o_.precision == Precision::kAmpFp16;
+  int64_t elem = 0;
+  DTypeBytes(lv.dtype, 1, &elem);
+  loss_storages_.clear();
+  loss_saved_.clear();
+  Step(Phase::kForward, "loss");
+  if (o_.loss == Loss::kCrossEntropy) {
+    // Labels (int64), log_softmax (fp32 under autocast), scalar loss.
+    const int labels = AllocNew(rows * 8, Category::kTransients);
+    const int64_t lp_elem = amp ? 4 : elem;
+    const int logp = AllocNew(rows * classes * lp_elem, Category::kSavedActivations);
+    const int loss = AllocNew(lp_elem, Category::kTransients);
+    const int weight = AllocNew(lp_elem, Category::kSavedActivations);
+    loss_saved_ = {labels, logp, weight};
+    loss_storages_ = {loss};
+  } else if (o_.loss == Loss::kMse) {
+    const int target = AllocNew(numel * elem, Category::kSavedActivations);
+    int input_copy = -1;
+    if (amp && elem != 4) input_copy = AllocNew(numel * 4, Category::kSavedActivations);
+    const int loss = AllocNew(4, Category::kTransients);
+    loss_saved_ = {target};
+    if (input_copy >= 0) loss_saved_.push_back(input_copy);
+    loss_storages_ = {loss};
+  } else {
+    loss_storages_ = {AllocNew(elem, Category::kTransients)};
+  }
+  // Leaving autocast drops the weight cache.
+  for (int st : held_) Unref(st);
+  held_.clear();
+}
+
+void Simulator::AddGrad(int val, int g) {
+  if (g < 0) return;
+  const Val& v = s_.vals[val];
+  if (!v.requires_grad) {
+    Unref(g);
+    return;
+  }
+  auto it = grad_of_.find(val);
+  if (it != grad_of_.end()) {
+    // Accumulated in place into the first gradient.
+    Unref(g);
+    return;
+  }
+  if (v.is_param) {
+    Retag(g, Category::kGradients);
+  }
+  grad_of_[val] = g;
+}
+
+void Simulator::Backward() {
+  const int L = s_.logits;
+  const Val& lv = s_.vals[L];
+  int64_t numel = 1;
+  for (int64_t d : lv.shape) numel *= d;
+  const bool amp = o_.precision == Precision::kAmpBf16 || o_.precision == Precision::kAmpFp16;
+  Step(Phase::kBackward, "loss backward");
+  int g;
+  if (o_.loss == Loss::kCrossEntropy) {
+    const int64_t lp_elem = amp ? 4 : (lv.bytes / std::max<int64_t>(numel, 1));
+    const int glogp = AllocNew(numel * lp_elem, Category::kTransients);
+    for (int st : loss_saved_) Unref(st);
+    g = AllocNew(lv.bytes, Category::kTransients);
+    Unref(glogp);
+  } else if (o_.loss == Loss::kMse) {
+    g = AllocNew(lv.bytes, Category::kTransients);
+    for (int st : loss_saved_) Unref(st);
+  } else {
+    g = AllocNew(0, Category::kTransients);
+  }
+  Ref(g);
+  grad_of_[L] = g;
+  for (size_t k = s_.ops.size(); k-- > 0;) {
+    const ExecOp& op = s_.ops[k];
+    bool has_grad = false;
+    for (int v : op.out) has_grad = has_grad || (v >= 0 && grad_of_.count(v));
+    if (!has_grad) continue;
+    Step(Phase::kBackward, op.label);
+    backward_flops += 2 * op.flops;
+    if (op.uses_cublas && !bwd_workspace_) {
+      bwd_workspace_ = true;
+      Ref(AllocNew(kCublasWorkspaceBytes, Category::kWorkspaces));
+      Ref(AllocNew(kBackwardExtraBytes, Category::kWorkspaces));
+    }
+    std::vector<std::pair<int, int>> produced;  // (input val, grad storage)
+    const int out_grad =
+        op.out.empty() || op.out[0] < 0 || !grad_of_.count(op.out[0]) ? -1 : grad_of_[op.out[0]];
+    switch (op.grad_kind) {
+      case GradKind::kAlias:
+        for (size_t i = 0; i < op.in.size(); ++i) {
+          if (!op.grad_in[i] || out_grad < 0) continue;
+          Ref(out_grad);
+          produced.emplace_back(op.in[i], out_grad);
+        }
+        break;
+      case GradKind::kGather:
+        if (!op.grad_in.empty() && op.grad_in[0]) {
+          const int st = AllocNew(s_.vals[op.in[0]].bytes > 0 ? s_.vals[op.in[0]].bytes
+                                                              : s_.vals[root_[op.in[0]]].bytes,
+                                  Category::kTransients);
+          Ref(st);
+          produced.emplace_back(op.in[0], st);
+        }
+        break;
+      case GradKind::kNew:
+        for (size_t i = 0; i < op.in.size(); ++i) {
+          if (!op.grad_in[i]) continue;
+          const int v = op.in[i];
+          int64_t bytes = s_.vals[v].bytes;
+          if (s_.vals[v].base >= 0) {
+            // Gradient of a view input: a dense tensor of the view's size.
+            int64_t n = 0;
+            CheckedNumel(s_.vals[v].shape, &n);
+            DTypeBytes(s_.vals[v].dtype, n, &bytes);
+          }
+          const Category cat = s_.vals[v].is_param ? Category::kGradients : Category::kTransients;
+          const int st = AllocNew(bytes, cat);
+          Ref(st);
+          produced.emplace_back(v, st);
+        }
+        break;
+    }
+    if (op.bwd_workspace > 0) Free(AllocNew(op.bwd_workspace, Category::kWorkspaces));
+    for (int v : op.out) {
+      if (v < 0) continue;
+      auto it = grad_of_.find(v);
+      if (it == grad_of_.end()) continue;
+      Unref(it->second);
+      grad_of_.erase(it);
+    }
+    for (int st : saved_storages_[k]) Unref(st);
+    saved_storages_[k].clear();
+    for (const auto& p : produced) AddGrad(p.first, p.second);
+  }
+  // Whatever backward did not reach is released with the graph.
+  for (auto& list : saved_storages_) {
+    for (int st : list) Unref(st);
+    list.clear();
+  }
+  for (auto it = grad_of_.begin(); it != grad_of_.end();) {
+    if (s_.vals[it->first].is_param) {
+      ++it;
+    } else {
+      Unref(it->second);
+      it = grad_of_.erase(it);
+    }
+  }
+}
+
+void Simulator::OptimizerStep(bool first) {
+  Step(Phase::kOptimizer, std::string("optimizer.step (") + OptimizerName(o_.optimizer) + ")");
+  const bool adam = o_.optimizer == Optimizer::kAdam || o_.optimizer == Optimizer::kAdamW;
+  // Lazily created state, one tensor at a time in parameter order.
+  if (first) {
+    for (int p : s_.params) {
+      const int64_t b = s_.vals[p].bytes;
+      if (adam) {
+        state_.push_back(AllocNew(b, Category::kOptimizerState));
+        state_.push_back(AllocNew(b, Category::kOptimizerState));
+      } else if (o_.optimizer == Optimizer::kMomentum && grad_of_.count(p)) {
+        state_.push_back(AllocNew(b, Category::kOptimizerState));
+      }
+    }
+  }
+  if (adam) {
+    // foreach Adam: exp_avg_sq.sqrt() for the whole group, then addcdiv.
+    std::vector<int> tmp;
+    for (int p : s_.params) {
+      if (grad_of_.count(p)) tmp.push_back(AllocNew(s_.vals[p].bytes, Category::kTransients));
+    }
+    for (int st : tmp) Free(st);
+  }
+  Step(Phase::kOptimizer, "zero_grad");
+  for (int p : s_.params) {
+    auto it = grad_of_.find(p);
+    if (it != grad_of_.end()) {
+      Unref(it->second);
+      grad_of_.erase(it);
+    }
+  }
+}
+
+void Simulator::ReleaseForward() {
+  // `del out, loss`.
+  if (logits_storage_ >= 0) Unref(logits_storage_);
+  logits_storage_ = -1;
+  for (int st : loss_storages_) Free(st);
+  loss_storages_.clear();
+}
+
+void Simulator::Iteration(bool first) {
+  iteration_start.push_back(static_cast<int>(steps_phase.size()));
+  const size_t e0 = events.size();
+  if (o_.mode == Mode::kInference) {
+    Forward(false);
+    if (s_.logits >= 0) Unref(ValStorage(s_.logits));
+  } else {
+    Forward(true);
+    Loss();
+    Backward();
+    OptimizerStep(first);
+    ReleaseForward();
+  }
+  iteration_events.emplace_back(e0, events.size());
+}
+
+void Simulator::Run() {
+  LoadModel();
+  if (o_.mode == Mode::kInference) {
+    Iteration(true);
+    Iteration(false);
+    return;
+  }
+  if (o_.step == StepKind::kSteady) {
+    // The optimizer state of an earlier step exists already.
+  }
+  Iteration(true);
+  Iteration(false);
+  Iteration(false);
+  (void)batch_;
+}
+
+Peak PeakOf(const Simulator& sim, const SimResult& r, size_t e0, size_t e1) {
+  Peak p;
+  size_t at = e0;
+  for (size_t e = e0; e < e1 && e < r.allocated_after.size(); ++e) {
+    if (r.allocated_after[e] > p.allocated_bytes) {
+      p.allocated_bytes = r.allocated_after[e];
+      at = e;
+    }
+  }
+  for (size_t e = 0; e < e1 && e < r.reserved_after.size(); ++e) {
+    p.reserved_bytes = std::max(p.reserved_bytes, r.reserved_after[e]);
+  }
+  // Categories and the exact live sum at the peak.
+  std::unordered_map<int64_t, std::pair<int64_t, int>> live;  // id -> (block, storage)
+  std::vector<Category> cat(sim.storages.size());
+  for (size_t i = 0; i < sim.storages.size(); ++i) cat[i] = Category::kTransients;
+  size_t rt = 0;
+  std::vector<Category> initial(sim.storages.size());
+  // Replay categories: storages start with the category they were made with
+  // before any retag; apply retags in event order.
+  std::vector<std::vector<std::pair<size_t, Category>>> tags(sim.storages.size());
+  for (const auto& t : sim.retags)
+    tags[std::get<1>(t)].emplace_back(std::get<0>(t), std::get<2>(t));
+  for (size_t i = 0; i < sim.storages.size(); ++i) {
+    Category c = sim.storages[i].cat;
+    // The stored category is the last one; the first is before any retag.
+    if (!tags[i].empty()) c = Category::kTransients;
+    initial[i] = c;
+    cat[i] = c;
+  }
+  std::vector<std::tuple<size_t, int, Category>> retags = sim.retags;
+  int64_t lower = 0;
+  for (size_t e = 0; e <= at && e < sim.events.size(); ++e) {
+    while (rt < retags.size() && std::get<0>(retags[rt]) <= e) {
+      cat[std::get<1>(retags[rt])] = std::get<2>(retags[rt]);
+      ++rt;
+    }
+    const MemEvent& ev = sim.events[e];
+    const int st = sim.event_storage[e];
+    if (ev.is_alloc) {
+      live[ev.id] = {r.placements[e].block, st};
+      lower += ev.bytes;
+    } else {
+      auto it = live.find(ev.id);
+      if (it != live.end()) {
+        lower -= sim.storages[it->second.second].bytes;
+        live.erase(it);
+      }
+    }
+  }
+  for (const auto& kv : live) {
+    p.breakdown.bytes[static_cast<int>(cat[kv.second.second])] += kv.second.first;
+  }
+  p.lower_bound_bytes = lower;
+  if (at < sim.event_step.size()) {
+    const int step = sim.event_step[at];
+    p.node = sim.steps_label[step];
+    p.phase = sim.steps_phase[step];
+  }
+  p.fragmentation = r.reserved_after.empty() || r.reserved_after[at] == 0
+                        ? 0.0
+                        : 1.0 - static_cast<double>(r.allocated_after[at]) / r.reserved_after[at];
+  return p;
+}
+
+void KernelsOf(const Schedule& s, std::vector<KernelShape>* out) {
+  KernelShape best_gemm;
+  KernelShape best_conv;
+  int64_t gemm_flops = -1;
+  int64_t conv_flops = -1;
+  int64_t big_elem = 0;
+  KernelShape elem;
+  for (const ExecOp& op : s.ops) {
+    if ((op.op_type == "MatMul" || op.op_type == "Gemm") && op.in.size() >= 2 && op.in[0] >= 0 &&
+        op.in[1] >= 0 && !op.out.empty() && op.out[0] >= 0 && op.flops > gemm_flops) {
+      const Val& a = s.vals[op.in[0]];
+      const Val& o = s.vals[op.out[0]];
+      if (a.shape.empty() || o.shape.empty()) continue;
+      const int64_t k = a.shape.back();
+      const int64_t n = o.shape.back();
+      int64_t m = 1;
+      for (size_t i = 0; i + 1 < o.shape.size(); ++i) m *= o.shape[i];
+      gemm_flops = op.flops;
+      best_gemm.kind = KernelShape::kGemm;
+      best_gemm.dims = {m, n, k, 1};
+      best_gemm.dtype = o.dtype;
+      best_gemm.node = op.label;
+    }
+    if (op.op_type == "Conv" && op.in.size() >= 2 && op.in[0] >= 0 && op.in[1] >= 0 &&
+        op.flops > conv_flops && !op.out.empty() && op.out[0] >= 0) {
+      const Val& x = s.vals[op.in[0]];
+      const Val& w = s.vals[op.in[1]];
+      const Val& o = s.vals[op.out[0]];
+      if (x.shape.size() != 4 || w.shape.size() != 4 || o.shape.size() != 4) continue;
+      const int64_t stride = o.shape[2] > 0 ? std::max<int64_t>(1, x.shape[2] / o.shape[2]) : 1;
+      const int64_t pad =
+          std::max<int64_t>(0, ((o.shape[2] - 1) * stride + w.shape[2] - x.shape[2] + 1) / 2);
+      conv_flops = op.flops;
+      best_conv.kind = KernelShape::kConv;
+      best_conv.dims = {x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0],
+                        w.shape[2], w.shape[3], stride,     pad};
+      best_conv.dtype = o.dtype;
+      best_conv.node = op.label;
+    }
+    for (int v : op.out) {
+      if (v >= 0 && s.vals[v].bytes > big_elem && IsFloat(s.vals[v].dtype)) {
+        big_elem = s.vals[v].bytes;
+        int64_t n = 1;
+        for (int64_t d : s.vals[v].shape) n *= d;
+        elem.kind = KernelShape::kElementwise;
+        elem.dims = {n};
+        elem.dtype = s.vals[v].dtype;
+        elem.node = op.label;
+      }
+    }
+  }
+  if (gemm_flops >= 0) out->push_back(best_gemm);
+  if (conv_flops >= 0) out->push_back(best_conv);
+  if (big_elem > 0) out->push_back(elem);
+}
+
+}  // namespace
+
+Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options) {
+  auto sched = BuildSchedule(g, options);
+  if (!sched.ok()) return sched.status();
+  const Schedule& s = sched.value();
+  if (options.mode == Mode::kTrain && s.logits < 0) {
+    return Status::Error(g.source + ": the graph has no output to put a loss on");
+  }
+  Plan plan;
+  plan.options = options;
+  plan.batch = batch;
+  plan.warnings = s.warnings;
+  plan.parameter_count = s.parameter_count;
+  for (int p : s.params) plan.parameter_bytes += s.vals[p].bytes;
+  for (int b : s.buffers) plan.buffer_bytes += s.vals[b].bytes;
+  plan.context_bytes = options.context_bytes >= 0 ? options.context_bytes : kDefaultContextBytes;
+  if (options.mode == Mode::kTrain) {
+    for (const Node& n : g.nodes) {
+      if (n.op_type == "BatchNormalization" && n.GetInt("training_mode", 0) == 0 &&
+          n.outputs.size() == 1) {
+        plan.warnings.push_back(g.source +
+                                ": the model was exported for inference (BatchNormalization "
+                                "without training outputs); export it in train mode for an "
+                                "accurate training plan");
+        break;
+      }
+    }
+  }
+  Simulator sim(s, options, batch);
+  sim.Run();
+  auto r = SimulateCachingAllocator(sim.events, options.allocator);
+  if (!r.ok())
+    return Status::Error(g.source + ": internal error in the allocator replay: " + r.message());
+  const SimResult& res = r.value();
+  const auto& it = sim.iteration_events;
+  if (options.mode == Mode::kInference) {
+    plan.peak = PeakOf(sim, res, 0, it.back().second);
+    plan.steady = plan.peak;
+    plan.first_step = plan.peak;
+  } else {
+    plan.first_step = PeakOf(sim, res, 0, it[0].second);
+    plan.steady = PeakOf(sim, res, it[2].first, it[2].second);
+    plan.peak = options.step == StepKind::kFirst ? plan.first_step : plan.steady;
+  }
+  for (Peak* p : {&plan.peak, &plan.first_step, &plan.steady}) {
+    p->device_bytes = p->reserved_bytes + plan.context_bytes;
+  }
+  const int iter = options.mode == Mode::kTrain && options.step == StepKind::kSteady ? 2 : 0;
+  plan.forward_flops = sim.forward_flops / static_cast<int64_t>(sim.iteration_events.size());
+  plan.backward_flops = sim.backward_flops / static_cast<int64_t>(sim.iteration_events.size());
+  // The timeline of the planned iteration: one point per step.
+  const size_t e0 = sim.iteration_events[iter].first;
+  const size_t e1 = sim.iteration_events[iter].second;
+  Breakdown live;
+  std::unordered_map<int64_t, std::pair<int64_t, int>> blocks;
+  std::vector<Category> cat(sim.storages.size());
+  for (size_t i = 0; i < sim.storages.size(); ++i) cat[i] = sim.storages[i].cat;
+  for (size_t e = 0; e < e1; ++e) {
+    const MemEvent& ev = sim.events[e];
+    const int st = sim.event_storage[e];
+    const int c = static_cast<int>(cat[st]);
+    if (ev.is_alloc) {
+      blocks[ev.id] = {res.placements[e].block, st};
+      live.bytes[c] += res.placements[e].block;
+    } else {
+      auto b = blocks.find(ev.id);
+      if (b != blocks.end()) {
+        live.bytes[c] -= b->second.first;
+        blocks.erase(b);
+      }
+    }
+    const bool last_of_step = e + 1 == e1 || sim.event_step[e + 1] != sim.event_step[e];
+    if (e >= e0 && last_of_step) {
+      TimelinePoint pt;
+      pt.step = sim.event_step[e];
+      pt.phase = sim.steps_phase[pt.step];
+      pt.node = sim.steps_label[pt.step];
+      pt.live = live;
+      pt.allocated = res.allocated_after[e];
+      pt.reserved = res.reserved_after[e];
+      plan.timeline.push_back(pt);
+    }
+  }
+  // Inference: the activations packed into one arena (lower bound vs packed).
+  if (options.mode == Mode::kInference) {
+    std::vector<ArenaBuffer> bufs;
+    std::unordered_map<int64_t, size_t> open;
+    for (size_t e = it[0].first; e < it[0].second; ++e) {
+      const MemEvent& ev = sim.events[e];
+      if (ev.is_alloc) {
+        open[ev.id] = bufs.size();
+        bufs.push_back(ArenaBuffer{ev.bytes, sim.event_step[e], sim.event_step[e]});
+      } else if (open.count(ev.id)) {
+        bufs[open[ev.id]].last = sim.event_step[e];
+      }
+    }
+    for (const auto& kv : open) {
+      (void)kv;
+    }
+    ArenaResult ar = PackGreedyBySize(bufs, 512);
+    plan.arena_bytes = ar.arena_size;
+    plan.arena_lower_bound = ar.lower_bound;
+  }
+  if (options.keep_events) plan.events = sim.events;
+  KernelsOf(s, &plan.kernels);
+  return plan;
+}
+
+}  // namespace memplan

@@ -1,0 +1,93 @@
+#ifndef MEMPLAN_PLANNER_SCHEDULE_H_
+#define MEMPLAN_PLANNER_SCHEDULE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/graph.h"
+#include "planner/plan.h"
+#include "planner/status.h"
+
+namespace memplan {
+
+/// A value as PyTorch holds it: dtype as it runs, strides, and which storage
+/// it lives in (views share their base's storage).
+struct Val {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;  ///< In elements, within the storage.
+  DType dtype = DType::kFloat;
+  int64_t bytes = 0;  ///< Of this value's own storage.
+  int base = -1;      ///< Val whose storage this one views; -1: own.
+  bool requires_grad = false;
+  bool is_param = false;
+  bool is_buffer = false;  ///< Non-trainable initializer or graph input.
+  bool phantom = false;    ///< Never allocated (in-place stats, aux outputs).
+};
+
+/// A tensor kept for backward: a reference to a Val or a new allocation.
+struct SavedRef {
+  int val = -1;       ///< >= 0: a reference (no new memory).
+  int64_t bytes = 0;  ///< val < 0: bytes of the new tensor (mask, mean, ...).
+  std::string what;
+};
+
+/// How an op produces its inputs' gradients.
+enum class GradKind {
+  kNew,     ///< A new tensor per input needing a gradient.
+  kAlias,   ///< A view of the output's gradient (reshape, transpose, concat).
+  kGather,  ///< One input-sized tensor from all outputs' gradients (slice, split).
+};
+
+/// One executed operation of the forward pass (graph node or synthetic).
+struct ExecOp {
+  std::string label;
+  std::string op_type;
+  int node = -1;        ///< Graph node, -1 for synthetic ops.
+  std::vector<int> in;  ///< Val ids; -1 for absent inputs.
+  std::vector<int> out;
+  bool view = false;  ///< Outputs are views of in[0].
+  std::vector<SavedRef> saved;
+  std::vector<bool> grad_in;  ///< Per input: receives a gradient.
+  GradKind grad_kind = GradKind::kNew;
+  int64_t fwd_workspace = 0;  ///< Transient bytes inside the forward call.
+  int64_t bwd_workspace = 0;  ///< Transient bytes inside the backward call.
+  bool uses_cublas = false;
+  int64_t flops = 0;                 ///< Forward FLOPs.
+  bool hold_to_forward_end = false;  ///< Autocast weight cache entries.
+  bool recompute = false;            ///< Inside a checkpointed segment.
+  int segment = -1;                  ///< Checkpoint segment index.
+};
+
+/// The forward pass as PyTorch runs it, plus what the step needs around it.
+struct Schedule {
+  std::vector<Val> vals;
+  std::vector<ExecOp> ops;
+  std::vector<int> params;   ///< Val ids of trainable parameters (file order).
+  std::vector<int> buffers;  ///< Val ids of non-trainable initializers.
+  std::vector<int> inputs;   ///< Val ids of graph inputs.
+  int logits = -1;           ///< Val of the first graph output.
+  int64_t parameter_count = 0;
+  int attention_regions = 0;
+  std::vector<std::string> warnings;
+};
+
+/// Builds the schedule of `g` (shapes inferred) for `options`: dtypes under
+/// the precision, autocast casts and the weight cache, views and the copies
+/// PyTorch makes for non-viewable reshapes and non-contiguous inputs,
+/// attention regions per options.attention, and per-op saved tensors.
+Result<Schedule> BuildSchedule(const Graph& g, const PlanOptions& options);
+
+/// Row-major strides of `shape`.
+std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape);
+/// True when `strides` are row-major for `shape` (size-1 dims ignored).
+bool IsContiguous(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides);
+/// Strides for viewing (shape, strides) as new_shape without a copy, as
+/// PyTorch's view/reshape decides; false when a copy is needed.
+bool ViewStrides(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
+                 const std::vector<int64_t>& new_shape, std::vector<int64_t>* out);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_PLANNER_SCHEDULE_H_
