@@ -1293,7 +1293,9 @@ void RegisterShapeOps(OpTable* t) {
   t->Add("CastLike", Def(CastLikeShape));
   t->Add("NonZero", Def(NonZeroShape, N, false));
   t->Add("TopK", Def(TopKShape, N, true, SaveTopKIndices));
-  t->Add("CumSum", Def(CumSumShape));
+  OpDef cumsum = Def(CumSumShape);
+  cumsum.autocast = Autocast::kFp32Output;  // fp32_set_opt_dtype in autocast_mode.cpp
+  t->Add("CumSum", cumsum);
   t->Add("Trilu", Def(TriluShape));
   t->Add("OneHot", Def(OneHotShape, N, false));
   t->Add("EyeLike", Def(EyeLikeShape, N, false));
