@@ -2,6 +2,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/stubs/logging.h>
+#include <google/protobuf/unknown_field_set.h>
 
 #include <cstring>
 #include <fstream>
@@ -253,6 +254,60 @@ Status ReadType(const Importer& im, const onnx::TypeProto& type, const std::stri
 
 Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g);
 
+// The module path of a node: the dynamo exporter's name scopes
+// (['', 'layer1', '0', 'conv1', 'aten_op'] -> "layer1.0.conv1"), or a
+// TorchScript-style name ("/layer1/layer1.0/conv1/Conv" -> "layer1.0.conv1").
+std::string ScopeOf(const onnx::NodeProto& np) {
+  // NodeProto.metadata_props (field 9, IR 10) is newer than Debian's schema:
+  // read it from the unknown fields.
+  const auto& unknown = np.GetReflection()->GetUnknownFields(np);
+  for (int f = 0; f < unknown.field_count(); ++f) {
+    const auto& field = unknown.field(f);
+    if (field.number() != 9 ||
+        field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) {
+      continue;
+    }
+    onnx::StringStringEntryProto kv;
+    if (!kv.ParseFromString(field.length_delimited()) || kv.key() != "pkg.torch.onnx.name_scopes") {
+      continue;
+    }
+    // ['', 'm', 'm.transformer', ..., 'm.transformer.h.0.attn', 'addmm']:
+    // cumulative module paths, then the op.
+    std::vector<std::string> parts;
+    const std::string& v = kv.value();
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (v[i] != '\'' && v[i] != '"') continue;
+      const char q = v[i];
+      const size_t j = v.find(q, i + 1);
+      if (j == std::string::npos) break;
+      parts.push_back(v.substr(i + 1, j - i - 1));
+      i = j;
+    }
+    return parts.size() >= 2 ? parts[parts.size() - 2] : "";
+  }
+  const std::string& name = np.name();
+  if (name.size() < 2 || name[0] != '/') return "";
+  const size_t last = name.rfind('/');
+  std::string path = name.substr(1, last == 0 ? 0 : last - 1);
+  // "/layer1/layer1.0/conv1": each level repeats its parent's prefix.
+  std::string out;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string::npos) slash = path.size();
+    const std::string part = path.substr(start, slash - start);
+    if (!part.empty()) {
+      if (!out.empty() && part.rfind(out + ".", 0) == 0) {
+        out = part;
+      } else {
+        out = out.empty() ? part : out + "." + part;
+      }
+    }
+    start = slash + 1;
+  }
+  return out;
+}
+
 Status ReadAttribute(Importer* im, const onnx::AttributeProto& a, const std::string& where,
                      int depth, Attribute* out, Node* node) {
   using AP = onnx::AttributeProto;
@@ -391,6 +446,7 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
     n.name = np.name();
     n.op_type = np.op_type();
     n.domain = np.domain() == "ai.onnx" ? "" : np.domain();
+    n.scope = ScopeOf(np);
     const std::string where = "node '" + n.Label(ni) + "'";
     if (n.op_type.empty()) return im->Error(where + ": empty op_type");
     for (const auto& a : np.attribute()) {

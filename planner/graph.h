@@ -72,6 +72,7 @@ struct Node {
   std::string name;
   std::string op_type;
   std::string domain;  ///< "" for the default ONNX domain.
+  std::string scope;   ///< Module path ("layer1.0.conv1"), from exporter metadata or the name.
   std::vector<int> inputs;
   std::vector<int> outputs;
   std::map<std::string, Attribute> attrs;

@@ -13,7 +13,7 @@ namespace memplan {
 
 /// Values for the symbolic dims of a model.
 struct ShapeBindings {
-  int64_t batch = -1;  ///< Binds the batch symbol (dim 0 of the first input).
+  int64_t batch = -1;                   ///< Binds the batch symbol (dim 0 of the first input).
   std::map<std::string, int64_t> dims;  ///< Any symbol by name.
 };
 
