@@ -53,7 +53,9 @@ class DeviceMem {
   DeviceMem(const DeviceMem&) = delete;
   DeviceMem& operator=(const DeviceMem&) = delete;
   ~DeviceMem() {
-    if (p_ != nullptr) cudaFree(p_);
+    if (p_ != nullptr) {
+      cudaFree(p_);
+    }
   }
   /// cudaMalloc; a failure leaves this empty (the error is returned, and a
   /// cudaErrorMemoryAllocation is cleared so later calls still work).
@@ -93,25 +95,33 @@ class DeviceResetGuard {
 struct StreamGuard {
   cudaStream_t s = nullptr;
   ~StreamGuard() {
-    if (s != nullptr) cudaStreamDestroy(s);
+    if (s != nullptr) {
+      cudaStreamDestroy(s);
+    }
   }
 };
 struct CublasGuard {
   cublasHandle_t h = nullptr;
   ~CublasGuard() {
-    if (h != nullptr) cublasDestroy(h);
+    if (h != nullptr) {
+      cublasDestroy(h);
+    }
   }
 };
 struct CudnnGuard {
   cudnnHandle_t h = nullptr;
   ~CudnnGuard() {
-    if (h != nullptr) cudnnDestroy(h);
+    if (h != nullptr) {
+      cudnnDestroy(h);
+    }
   }
 };
 struct EventGuard {
   cudaEvent_t e = nullptr;
   ~EventGuard() {
-    if (e != nullptr) cudaEventDestroy(e);
+    if (e != nullptr) {
+      cudaEventDestroy(e);
+    }
   }
 };
 
@@ -129,7 +139,9 @@ class SigintGuard {
     installed_ = sigaction(SIGINT, &sa, &old_) == 0;
   }
   ~SigintGuard() {
-    if (installed_) sigaction(SIGINT, &old_, nullptr);
+    if (installed_) {
+      sigaction(SIGINT, &old_, nullptr);
+    }
   }
 
  private:
@@ -141,8 +153,12 @@ class SigintGuard {
 Result<int64_t> UsedBytes(int64_t* free_out = nullptr, int64_t* total_out = nullptr) {
   size_t free_b = 0, total_b = 0;
   MP_CUDA(cudaMemGetInfo(&free_b, &total_b));
-  if (free_out != nullptr) *free_out = static_cast<int64_t>(free_b);
-  if (total_out != nullptr) *total_out = static_cast<int64_t>(total_b);
+  if (free_out != nullptr) {
+    *free_out = static_cast<int64_t>(free_b);
+  }
+  if (total_out != nullptr) {
+    *total_out = static_cast<int64_t>(total_b);
+  }
   return static_cast<int64_t>(total_b - free_b);
 }
 
@@ -156,7 +172,9 @@ Status CheckDevices(int* count) {
     cudaGetLastError();
     return NoDevice(e);
   }
-  if (*count == 0) return NoDevice(cudaErrorNoDevice);
+  if (*count == 0) {
+    return NoDevice(cudaErrorNoDevice);
+  }
   return Status();
 }
 
@@ -227,7 +245,9 @@ struct Replay {
 
   Status Sample() {
     Result<int64_t> used = UsedBytes();
-    if (!used.ok()) return used.status();
+    if (!used.ok()) {
+      return used.status();
+    }
     report->measured_device_peak = std::max(report->measured_device_peak, used.value());
     return Status();
   }
@@ -242,11 +262,19 @@ struct Replay {
     *fitted = false;
     int64_t free_b = 0;
     Result<int64_t> used = UsedBytes(&free_b);
-    if (!used.ok()) return used.status();
-    if (!MarginAllows(free_b, req->safety_margin_bytes, bytes)) return Status();
+    if (!used.ok()) {
+      return used.status();
+    }
+    if (!MarginAllows(free_b, req->safety_margin_bytes, bytes)) {
+      return Status();
+    }
     cudaError_t e = out->Allocate(std::max<int64_t>(bytes, 1));
-    if (e == cudaErrorMemoryAllocation) return Status();
-    if (e != cudaSuccess) return CudaError("cudaMalloc (on top)", e);
+    if (e == cudaErrorMemoryAllocation) {
+      return Status();
+    }
+    if (e != cudaSuccess) {
+      return CudaError("cudaMalloc (on top)", e);
+    }
     *fitted = true;
     return Status();
   }
@@ -255,7 +283,9 @@ struct Replay {
   template <typename F>
   Result<double> TimeMedian(F launch) {
     Status s = launch();
-    if (!s.ok()) return s;
+    if (!s.ok()) {
+      return s;
+    }
     MP_CUDA(cudaStreamSynchronize(stream));
     EventGuard start, stop;
     MP_CUDA(cudaEventCreate(&start.e));
@@ -265,7 +295,9 @@ struct Replay {
     for (int r = 0; r < runs; ++r) {
       MP_CUDA(cudaEventRecord(start.e, stream));
       s = launch();
-      if (!s.ok()) return s;
+      if (!s.ok()) {
+        return s;
+      }
       MP_CUDA(cudaEventRecord(stop.e, stream));
       MP_CUDA(cudaEventSynchronize(stop.e));
       float ms = 0;
@@ -299,10 +331,14 @@ KernelResult MakeResult(const KernelShape& shape, const char* pass, double ms, i
 Status Replay::RunKernel(const KernelShape& shape) {
   const DType t = KernelDType(shape, req->compute_dtype);
   Result<std::vector<int64_t>> ob = KernelOperandBytes(shape, t);
-  if (!ob.ok()) return ob.status();
+  if (!ob.ok()) {
+    return ob.status();
+  }
   // Operands inside the segments created so far; the rest on top.
   std::vector<int64_t> seg_bytes;
-  for (const auto& s : segments) seg_bytes.push_back(s ? s->bytes() : 0);
+  for (const auto& s : segments) {
+    seg_bytes.push_back(s ? s->bytes() : 0);
+  }
   std::vector<OperandSlot> slots = CarveOperands(seg_bytes, ob.value());
   std::vector<std::unique_ptr<DeviceMem>> on_top;
   std::vector<char*> ops;
@@ -315,7 +351,9 @@ Status Replay::RunKernel(const KernelShape& shape) {
     on_top.push_back(std::make_unique<DeviceMem>());
     bool fitted = false;
     Status s = AllocateOnTop(ob.value()[i], on_top.back().get(), &fitted);
-    if (!s.ok()) return s;
+    if (!s.ok()) {
+      return s;
+    }
     if (!fitted) {
       KernelResult r = MakeResult(shape, "skipped", 0, 0, 0);
       r.algo = "skipped: operands do not fit in the plan's segments nor on top of them";
@@ -339,12 +377,16 @@ Status Replay::RunKernel(const KernelShape& shape) {
     case KernelShape::kElementwise: {
       const int64_t numel = shape.dims[0];
       Status sampled = Sample();
-      if (!sampled.ok()) return sampled;
+      if (!sampled.ok()) {
+        return sampled;
+      }
       Result<double> ms = TimeMedian([&]() -> Status {
         MP_CUDA(LaunchRowNorm(ops[0], ops[1], numel, ElemOf(t), stream));
         return Status();
       });
-      if (!ms.ok()) return ms.status();
+      if (!ms.ok()) {
+        return ms.status();
+      }
       KernelResult r = MakeResult(shape, "elementwise", ms.value(), KernelFlops(shape).value(),
                                   KernelTrafficBytes(shape, "elementwise", ob.value()));
       r.algo = "memplan row-norm (1024-element rows)";
@@ -352,7 +394,9 @@ Status Replay::RunKernel(const KernelShape& shape) {
       break;
     }
   }
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    return s;
+  }
   s = Sample();
   extra_live -= top_bytes;
   return s;
@@ -373,16 +417,22 @@ Status Replay::RunGemm(const KernelShape& shape, DType t, const std::vector<char
     auto ws = std::make_unique<DeviceMem>();
     bool fitted = false;
     Status s = AllocateOnTop(req->cublas_workspace_bytes, ws.get(), &fitted);
-    if (!s.ok()) return s;
+    if (!s.ok()) {
+      return s;
+    }
     if (fitted) {
       cublasStatus_t cs = cublasSetWorkspace(cublas, ws->get(), ws->bytes());
-      if (cs != CUBLAS_STATUS_SUCCESS) return CublasError("cublasSetWorkspace", cs);
+      if (cs != CUBLAS_STATUS_SUCCESS) {
+        return CublasError("cublasSetWorkspace", cs);
+      }
       AddExtra(ws->bytes());
       cublas_workspace = std::move(ws);
     }
   }
   Status sampled = Sample();
-  if (!sampled.ok()) return sampled;
+  if (!sampled.ok()) {
+    return sampled;
+  }
   const cudaDataType_t ct = CudaType(t);
   const float alpha = 1.0f, beta = 0.0f;
   auto launch = [&]() -> Status {
@@ -392,11 +442,15 @@ Status Replay::RunGemm(const KernelShape& shape, DType t, const std::vector<char
         static_cast<int>(k), &alpha, ops[0], ct, static_cast<int>(m), m * k, ops[1], ct,
         static_cast<int>(k), k * n, &beta, ops[2], ct, static_cast<int>(m), m * n,
         static_cast<int>(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    if (cs != CUBLAS_STATUS_SUCCESS) return CublasError("cublasGemmStridedBatchedEx", cs);
+    if (cs != CUBLAS_STATUS_SUCCESS) {
+      return CublasError("cublasGemmStridedBatchedEx", cs);
+    }
     return Status();
   };
   Result<double> ms = TimeMedian(launch);
-  if (!ms.ok()) return ms.status();
+  if (!ms.ok()) {
+    return ms.status();
+  }
   KernelResult r = MakeResult(shape, "gemm", ms.value(), KernelFlops(shape).value(),
                               KernelTrafficBytes(shape, "gemm", ob));
   r.workspace_bytes = cublas_workspace ? cublas_workspace->bytes() : 0;
@@ -410,10 +464,18 @@ struct CudnnDescs {
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   ~CudnnDescs() {
-    if (x != nullptr) cudnnDestroyTensorDescriptor(x);
-    if (y != nullptr) cudnnDestroyTensorDescriptor(y);
-    if (w != nullptr) cudnnDestroyFilterDescriptor(w);
-    if (conv != nullptr) cudnnDestroyConvolutionDescriptor(conv);
+    if (x != nullptr) {
+      cudnnDestroyTensorDescriptor(x);
+    }
+    if (y != nullptr) {
+      cudnnDestroyTensorDescriptor(y);
+    }
+    if (w != nullptr) {
+      cudnnDestroyFilterDescriptor(w);
+    }
+    if (conv != nullptr) {
+      cudnnDestroyConvolutionDescriptor(conv);
+    }
   }
 };
 
@@ -471,20 +533,30 @@ Status Replay::RunConv(const KernelShape& shape, DType t, const std::vector<char
     std::vector<int> algos;
     std::string last_error = "no algorithm's workspace fits";
     get_algos(count, &algos);
-    if (algos.empty()) last_error = "cuDNN's heuristics offer no algorithm";
+    if (algos.empty()) {
+      last_error = "cuDNN's heuristics offer no algorithm";
+    }
     for (int a : algos) {
       size_t ws_bytes = 0;
-      if (!get_ws(a, &ws_bytes)) continue;
+      if (!get_ws(a, &ws_bytes)) {
+        continue;
+      }
       DeviceMem ws;
       bool fitted = true;
       if (ws_bytes > 0) {
         Status s = AllocateOnTop(static_cast<int64_t>(ws_bytes), &ws, &fitted);
-        if (!s.ok()) return s;
+        if (!s.ok()) {
+          return s;
+        }
       }
-      if (!fitted) continue;
+      if (!fitted) {
+        continue;
+      }
       AddExtra(static_cast<int64_t>(ws_bytes));
       Status sampled = Sample();
-      if (!sampled.ok()) return sampled;
+      if (!sampled.ok()) {
+        return sampled;
+      }
       Result<double> ms = TimeMedian([&]() { return exec(a, ws.get(), ws_bytes); });
       extra_live -= static_cast<int64_t>(ws_bytes);
       if (!ms.ok()) {  // Offered but refused at run time: try the next one.
@@ -519,7 +591,9 @@ Status Replay::RunConv(const KernelShape& shape, DType t, const std::vector<char
           return;
         }
         for (int i = 0; i < got; ++i) {
-          if (perf[i].status == CUDNN_STATUS_SUCCESS) out->push_back(perf[i].algo);
+          if (perf[i].status == CUDNN_STATUS_SUCCESS) {
+            out->push_back(perf[i].algo);
+          }
         }
       },
       [&](int a, size_t* ws) {
@@ -536,7 +610,9 @@ Status Replay::RunConv(const KernelShape& shape, DType t, const std::vector<char
                                          &beta, desc.y, y));
         return Status();
       });
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    return s;
+  }
 
   s = run_pass(
       "conv_bwd_data", CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
@@ -549,7 +625,9 @@ Status Replay::RunConv(const KernelShape& shape, DType t, const std::vector<char
           return;
         }
         for (int i = 0; i < got; ++i) {
-          if (perf[i].status == CUDNN_STATUS_SUCCESS) out->push_back(perf[i].algo);
+          if (perf[i].status == CUDNN_STATUS_SUCCESS) {
+            out->push_back(perf[i].algo);
+          }
         }
       },
       [&](int a, size_t* ws) {
@@ -567,7 +645,9 @@ Status Replay::RunConv(const KernelShape& shape, DType t, const std::vector<char
                                               ws_bytes, &beta, desc.x, dx));
         return Status();
       });
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    return s;
+  }
 
   return run_pass(
       "conv_bwd_filter", CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
@@ -580,7 +660,9 @@ Status Replay::RunConv(const KernelShape& shape, DType t, const std::vector<char
           return;
         }
         for (int i = 0; i < got; ++i) {
-          if (perf[i].status == CUDNN_STATUS_SUCCESS) out->push_back(perf[i].algo);
+          if (perf[i].status == CUDNN_STATUS_SUCCESS) {
+            out->push_back(perf[i].algo);
+          }
         }
       },
       [&](int a, size_t* ws) {
@@ -616,14 +698,22 @@ Status OpenDevice(int device, DeviceInfo* info, CublasGuard* cublas, CudnnGuard*
   MP_CUDA(cudaFree(nullptr));  // Creates the primary context.
   int64_t free_b = 0, total_b = 0;
   Result<int64_t> used0 = UsedBytes(&free_b, &total_b);
-  if (!used0.ok()) return used0.status();
+  if (!used0.ok()) {
+    return used0.status();
+  }
   cublasStatus_t cs = cublasCreate(&cublas->h);
-  if (cs != CUBLAS_STATUS_SUCCESS) return CublasError("cublasCreate", cs);
+  if (cs != CUBLAS_STATUS_SUCCESS) {
+    return CublasError("cublasCreate", cs);
+  }
   Result<int64_t> used1 = UsedBytes();
-  if (!used1.ok()) return used1.status();
+  if (!used1.ok()) {
+    return used1.status();
+  }
   MP_CUDNN(cudnnCreate(&cudnn->h));
   Result<int64_t> used2 = UsedBytes(&free_b, &total_b);
-  if (!used2.ok()) return used2.status();
+  if (!used2.ok()) {
+    return used2.status();
+  }
   info->index = device;
   info->total_bytes = total_b;
   info->free_bytes = free_b;
@@ -652,7 +742,9 @@ bool GpuSupportBuilt() { return true; }
 Result<std::vector<DeviceInfo>> ProbeDevices() {
   int count = 0;
   Status s = CheckDevices(&count);
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    return s;
+  }
   std::vector<DeviceInfo> out;
   for (int i = 0; i < count; ++i) {
     DeviceResetGuard reset(true);
@@ -661,10 +753,14 @@ Result<std::vector<DeviceInfo>> ProbeDevices() {
       CublasGuard cublas;
       CudnnGuard cudnn;
       s = OpenDevice(i, &info, &cublas, &cudnn);
-      if (!s.ok()) return s;
+      if (!s.ok()) {
+        return s;
+      }
     }
     s = DescribeDevice(i, &info);
-    if (!s.ok()) return s;
+    if (!s.ok()) {
+      return s;
+    }
     out.push_back(info);
   }
   return out;
@@ -674,20 +770,28 @@ Result<ValidationReport> ValidateOnGpu(const ValidationRequest& req) {
   // Everything that can be checked without the GPU comes first.
   for (const KernelShape& k : req.kernels) {
     Result<std::vector<int64_t>> ob = KernelOperandBytes(k, KernelDType(k, req.compute_dtype));
-    if (!ob.ok()) return ob.status();
+    if (!ob.ok()) {
+      return ob.status();
+    }
   }
   AllocatorConfig config = req.allocator;
   config.device_limit = 0;  // The real GPU is the limit.
   Result<SimResult> sim = SimulateCachingAllocator(req.events, config);
-  if (!sim.ok()) return sim.status();
+  if (!sim.ok()) {
+    return sim.status();
+  }
   Result<std::vector<ReplayStep>> steps =
       BuildReplaySchedule(req.events, sim.value(), req.kernel_event, req.kernels.size());
-  if (!steps.ok()) return steps.status();
+  if (!steps.ok()) {
+    return steps.status();
+  }
   const std::vector<int> selected = SelectKernels(req.kernels, req.max_kernels);
 
   int count = 0;
   Status s = CheckDevices(&count);
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    return s;
+  }
   if (req.device < 0 || req.device >= count) {
     return Status::Error("device " + std::to_string(req.device) + " does not exist (" +
                          std::to_string(count) + " found)");
@@ -708,12 +812,16 @@ Result<ValidationReport> ValidateOnGpu(const ValidationRequest& req) {
   CudnnGuard cudnn;
   DeviceInfo info;
   s = OpenDevice(req.device, &info, &cublas, &cudnn);
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    return s;
+  }
   report.context_bytes = info.context_bytes;
   report.measured_device_peak = info.context_bytes;
   MP_CUDA(cudaStreamCreateWithFlags(&stream.s, cudaStreamNonBlocking));
   cublasStatus_t cs = cublasSetStream(cublas.h, stream.s);
-  if (cs != CUBLAS_STATUS_SUCCESS) return CublasError("cublasSetStream", cs);
+  if (cs != CUBLAS_STATUS_SUCCESS) {
+    return CublasError("cublasSetStream", cs);
+  }
   MP_CUDNN(cudnnSetStream(cudnn.h, stream.s));
 
   Replay rp;
@@ -736,7 +844,9 @@ Result<ValidationReport> ValidateOnGpu(const ValidationRequest& req) {
       case ReplayStep::kSegment: {
         int64_t free_b = 0;
         Result<int64_t> used = UsedBytes(&free_b);
-        if (!used.ok()) return used.status();
+        if (!used.ok()) {
+          return used.status();
+        }
         auto seg = std::make_unique<DeviceMem>();
         cudaError_t e = cudaErrorMemoryAllocation;
         if (MarginAllows(free_b, req.safety_margin_bytes, step.bytes)) {
@@ -750,13 +860,17 @@ Result<ValidationReport> ValidateOnGpu(const ValidationRequest& req) {
                            std::to_string(req.safety_margin_bytes);
           break;
         }
-        if (e != cudaSuccess) return CudaError("cudaMalloc (segment)", e);
+        if (e != cudaSuccess) {
+          return CudaError("cudaMalloc (segment)", e);
+        }
         MP_CUDA(LaunchFill(seg->get(), step.bytes, rp.seed++, stream.s));
         rp.segments[step.segment] = std::move(seg);
         reserved += step.bytes;
         report.measured_reserved_peak = std::max(report.measured_reserved_peak, reserved);
         s = rp.Sample();
-        if (!s.ok()) return s;
+        if (!s.ok()) {
+          return s;
+        }
         break;
       }
       case ReplayStep::kAlloc:
@@ -770,18 +884,26 @@ Result<ValidationReport> ValidateOnGpu(const ValidationRequest& req) {
         break;
       case ReplayStep::kKernel: {
         const int rep = selected[step.kernel];
-        if (rep < 0 || ran[rep]) break;
+        if (rep < 0 || ran[rep]) {
+          break;
+        }
         ran[rep] = true;
         s = rp.RunKernel(req.kernels[rep]);
-        if (!s.ok()) return s;
+        if (!s.ok()) {
+          return s;
+        }
         break;
       }
     }
-    if (!report.fits) break;
+    if (!report.fits) {
+      break;
+    }
   }
   MP_CUDA(cudaStreamSynchronize(stream.s));
   s = rp.Sample();
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    return s;
+  }
   FinishReport(req.tolerance, &report);
   return report;
 }

@@ -33,7 +33,9 @@ void PrintReport(const char* what, const ValidationReport& r) {
       r.within_tolerance, r.message.c_str());
   for (const KernelResult& k : r.kernels) {
     std::string dims;
-    for (int64_t d : k.shape.dims) dims += (dims.empty() ? "" : "x") + std::to_string(d);
+    for (int64_t d : k.shape.dims) {
+      dims += (dims.empty() ? "" : "x") + std::to_string(d);
+    }
     std::printf("  kernel %-16s %-22s %9.3f ms %8.1f TFLOP/s %8.1f GB/s ws %8.2f MiB  %s\n",
                 k.pass.c_str(), dims.c_str(), k.ms, k.tflops, k.gbs, Mib(k.workspace_bytes),
                 k.algo.c_str());

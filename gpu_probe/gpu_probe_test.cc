@@ -126,9 +126,15 @@ TEST(BuildReplayScheduleTest, RealSimulationSumsToItsPeaks) {
   ASSERT_TRUE(steps.ok()) << steps.message();
   int64_t reserved = 0, allocated = 0, peak_allocated = 0;
   for (const ReplayStep& s : steps.value()) {
-    if (s.kind == ReplayStep::kSegment) reserved += s.bytes;
-    if (s.kind == ReplayStep::kAlloc) allocated += s.bytes;
-    if (s.kind == ReplayStep::kFree) allocated -= s.bytes;
+    if (s.kind == ReplayStep::kSegment) {
+      reserved += s.bytes;
+    }
+    if (s.kind == ReplayStep::kAlloc) {
+      allocated += s.bytes;
+    }
+    if (s.kind == ReplayStep::kFree) {
+      allocated -= s.bytes;
+    }
     peak_allocated = std::max(peak_allocated, allocated);
   }
   EXPECT_EQ(reserved, sim->peak_reserved);
@@ -199,6 +205,9 @@ TEST(KernelMathTest, ComputeDTypeAppliesToGemmAndConvOnly) {
   KernelShape e = Elementwise(10);
   e.dtype = DType::kFloat16;
   EXPECT_EQ(KernelDType(e, DType::kBFloat16), DType::kFloat16);
+  e.dtype = DType::kDouble;
+  EXPECT_EQ(KernelDType(e, DType::kBFloat16), DType::kBFloat16);
+  EXPECT_EQ(KernelDType(e, DType::kInt64), DType::kFloat);
   EXPECT_EQ(KernelDType(Gemm(1, 1, 1), DType::kBFloat16), DType::kBFloat16);
   EXPECT_EQ(KernelDType(Gemm(1, 1, 1), DType::kUndefined), DType::kFloat);
 }
@@ -282,7 +291,9 @@ TEST(NoGpuTest, ErrorsNameTheReason) {
     return;
   }
   Result<std::vector<DeviceInfo>> devices = ProbeDevices();
-  if (devices.ok()) GTEST_SKIP() << "a GPU is present: the GPU tests cover it";
+  if (devices.ok()) {
+    GTEST_SKIP() << "a GPU is present: the GPU tests cover it";
+  }
   EXPECT_EQ(devices.message().rfind("no CUDA device found (", 0), 0u) << devices.message();
   EXPECT_EQ(devices.message().back(), ')');
   EXPECT_EQ(ValidateOnGpu(ValidationRequest()).message(), devices.message());

@@ -31,7 +31,9 @@ Result<std::vector<ReplayStep>> BuildReplaySchedule(const std::vector<MemEvent>&
     return Status::Error("simulation: segment_bytes and segment_created differ in length");
   }
   size_t num_allocs = 0;
-  for (const MemEvent& e : events) num_allocs += e.is_alloc ? 1 : 0;
+  for (const MemEvent& e : events) {
+    num_allocs += e.is_alloc ? 1 : 0;
+  }
   // Placements are either one per event or one per alloc event.
   const bool per_event = sim.placements.size() == events.size();
   if (!per_event && sim.placements.size() != num_allocs) {
@@ -132,13 +134,6 @@ Result<std::vector<ReplayStep>> BuildReplaySchedule(const std::vector<MemEvent>&
   return steps;
 }
 
-DType KernelDType(const KernelShape& shape, DType compute) {
-  if (shape.kind == KernelShape::kElementwise || compute == DType::kUndefined) {
-    return shape.dtype;
-  }
-  return compute;
-}
-
 int KernelElementBytes(DType t) {
   switch (t) {
     case DType::kFloat:
@@ -149,6 +144,17 @@ int KernelElementBytes(DType t) {
     default:
       return 0;
   }
+}
+
+DType KernelDType(const KernelShape& shape, DType compute) {
+  if (shape.kind == KernelShape::kElementwise) {
+    // A type our kernel lacks (fp64, fp8, ...) runs in the compute type.
+    if (KernelElementBytes(shape.dtype) != 0) {
+      return shape.dtype;
+    }
+    return KernelElementBytes(compute) != 0 ? compute : DType::kFloat;
+  }
+  return compute == DType::kUndefined ? shape.dtype : compute;
 }
 
 namespace {
@@ -169,12 +175,18 @@ std::string ShapeError(const KernelShape& s, const char* what) {
 }  // namespace
 
 bool ConvOutputHw(const KernelShape& c, int64_t* ho, int64_t* wo) {
-  if (c.dims.size() < 7) return false;
+  if (c.dims.size() < 7) {
+    return false;
+  }
   const int64_t h = c.dims[2], w = c.dims[3], r = c.dims[5], s = c.dims[6];
   const int64_t stride = DimOr(c, 7, 1), pad = DimOr(c, 8, 0);
-  if (!AllPositive({h, w, r, s, stride}) || pad < 0) return false;
+  if (!AllPositive({h, w, r, s, stride}) || pad < 0) {
+    return false;
+  }
   const int64_t hp = h + 2 * pad - r, wp = w + 2 * pad - s;
-  if (hp < 0 || wp < 0) return false;
+  if (hp < 0 || wp < 0) {
+    return false;
+  }
   *ho = hp / stride + 1;
   *wo = wp / stride + 1;
   return true;
@@ -184,7 +196,9 @@ Result<int64_t> KernelFlops(const KernelShape& s) {
   int64_t f = 0;
   switch (s.kind) {
     case KernelShape::kGemm: {
-      if (s.dims.size() < 3) return Status::Error(ShapeError(s, "GEMM needs m,n,k"));
+      if (s.dims.size() < 3) {
+        return Status::Error(ShapeError(s, "GEMM needs m,n,k"));
+      }
       if (!CheckedNumel({2, s.dims[0], s.dims[1], s.dims[2], DimOr(s, 3, 1)}, &f) || f == 0) {
         return Status::Error(ShapeError(s, "bad GEMM dims"));
       }
@@ -216,7 +230,9 @@ Result<std::vector<int64_t>> KernelOperandBytes(const KernelShape& s, DType t) {
                          " (float32, bfloat16, float16)");
   }
   Result<int64_t> flops = KernelFlops(s);
-  if (!flops.ok()) return flops.status();
+  if (!flops.ok()) {
+    return flops.status();
+  }
   std::vector<std::vector<int64_t>> factors;
   switch (s.kind) {
     case KernelShape::kGemm: {
@@ -240,7 +256,9 @@ Result<std::vector<int64_t>> KernelOperandBytes(const KernelShape& s, DType t) {
   for (auto& f : factors) {
     f.push_back(es);
     int64_t b = 0;
-    if (!CheckedNumel(f, &b)) return Status::Error(ShapeError(s, "operand size overflows"));
+    if (!CheckedNumel(f, &b)) {
+      return Status::Error(ShapeError(s, "operand size overflows"));
+    }
     bytes.push_back(b);
   }
   return bytes;
@@ -252,9 +270,13 @@ int64_t KernelTrafficBytes(const KernelShape& shape, const std::string& pass,
     case KernelShape::kGemm:
       return ob[0] + ob[1] + ob[2];
     case KernelShape::kConv:
-      if (pass == "conv_fwd") return ob[0] + ob[1] + ob[2];       // x, w -> y
-      if (pass == "conv_bwd_data") return ob[2] + ob[1] + ob[3];  // dy, w -> dx
-      return ob[0] + ob[2] + ob[4];                               // x, dy -> dw
+      if (pass == "conv_fwd") {
+        return ob[0] + ob[1] + ob[2];  // x, w -> y
+      }
+      if (pass == "conv_bwd_data") {
+        return ob[2] + ob[1] + ob[3];  // dy, w -> dx
+      }
+      return ob[0] + ob[2] + ob[4];  // x, dy -> dw
     case KernelShape::kElementwise:
       return ob[0] + ob[1];
   }
@@ -270,7 +292,9 @@ std::vector<int> SelectKernels(const std::vector<KernelShape>& kernels, int max_
     const KernelShape& k = kernels[i];
     auto key = std::make_tuple(static_cast<int>(k.kind), k.dims, static_cast<int>(k.dtype));
     auto it = first.find(key);
-    if (it != first.end()) continue;
+    if (it != first.end()) {
+      continue;
+    }
     first.emplace(key, static_cast<int>(i));
     by_kind[static_cast<int>(k.kind)].push_back(static_cast<int>(i));
   }
@@ -293,7 +317,9 @@ std::vector<int> SelectKernels(const std::vector<KernelShape>& kernels, int max_
         any = true;
       }
     }
-    if (!any) break;
+    if (!any) {
+      break;
+    }
   }
   for (size_t i = 0; i < kernels.size(); ++i) {
     const KernelShape& k = kernels[i];
@@ -308,7 +334,9 @@ std::vector<OperandSlot> CarveOperands(const std::vector<int64_t>& segment_bytes
   std::vector<OperandSlot> slots(operand_bytes.size());
   std::vector<int64_t> used(segment_bytes.size(), 0);
   std::vector<size_t> order(operand_bytes.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  for (size_t i = 0; i < order.size(); ++i) {
+    order[i] = i;
+  }
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return operand_bytes[a] > operand_bytes[b]; });
   for (size_t i : order) {
@@ -330,7 +358,9 @@ bool MarginAllows(int64_t free_bytes, int64_t margin, int64_t bytes) {
 }
 
 bool WithinTolerance(int64_t measured, int64_t predicted, double tolerance) {
-  if (predicted <= 0) return true;
+  if (predicted <= 0) {
+    return true;
+  }
   return std::fabs(static_cast<double>(measured - predicted)) <=
          tolerance * static_cast<double>(predicted);
 }

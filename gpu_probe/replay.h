@@ -37,7 +37,9 @@ Result<std::vector<ReplayStep>> BuildReplaySchedule(const std::vector<MemEvent>&
                                                     const std::vector<size_t>& kernel_event,
                                                     size_t num_kernels);
 
-/// The dtype GEMM/conv run in: `compute` unless undefined, then the shape's.
+/// The dtype a kernel runs in. GEMM/conv: `compute` unless undefined, then
+/// the shape's. Elementwise: the shape's if we have a kernel for it, else
+/// `compute`, else fp32.
 DType KernelDType(const KernelShape& shape, DType compute);
 
 /// Bytes per element for fp32/bf16/fp16; 0 for anything we cannot run.
