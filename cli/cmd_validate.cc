@@ -43,7 +43,9 @@ std::string Num(const char* fmt, double v) {
 
 std::string DimsText(const std::vector<int64_t>& dims) {
   std::string s;
-  for (int64_t d : dims) s += (s.empty() ? "" : "x") + std::to_string(d);
+  for (int64_t d : dims) {
+    s += (s.empty() ? "" : "x") + std::to_string(d);
+  }
   return s;
 }
 
@@ -103,7 +105,9 @@ void PrintTable(const std::string& model, int device, const ValidationReport& r)
   row("device", r.predicted_device, r.measured_device_peak);
   std::cout << "  context (CUDA + cuBLAS + cuDNN handles) " << FormatBytes(r.context_bytes)
             << "; workspaces and operands on top " << FormatBytes(r.extra_bytes_peak) << "\n";
-  if (!r.kernels.empty()) std::cout << "\nkernels\n";
+  if (!r.kernels.empty()) {
+    std::cout << "\nkernels\n";
+  }
   for (const KernelResult& k : r.kernels) {
     std::cout << "  " << k.pass << " " << k.shape.node << " [" << DimsText(k.shape.dims) << "]  "
               << Num("%.3f", k.ms) << " ms  " << Num("%.1f", k.tflops) << " TFLOP/s  "
@@ -119,21 +123,35 @@ int RunValidate(const ValidateArgs& a) {
     return kExitGpu;
   }
   auto loaded = LoadGraph(a.model.model);
-  if (!loaded.ok()) return Fail(loaded.message());
+  if (!loaded.ok()) {
+    return Fail(loaded.message());
+  }
   auto bindings = ToBindings(a.model);
-  if (!bindings.ok()) return Fail(bindings.message());
+  if (!bindings.ok()) {
+    return Fail(bindings.message());
+  }
   auto options = ToPlanOptions(a.plan);
-  if (!options.ok()) return Fail(options.message());
+  if (!options.ok()) {
+    return Fail(options.message());
+  }
   auto margin = ParseSize(a.margin);
-  if (!margin.ok()) return Fail("--margin: " + margin.message());
-  if (!(a.tolerance >= 0)) return Fail("--tolerance must be >= 0");
+  if (!margin.ok()) {
+    return Fail("--margin: " + margin.message());
+  }
+  if (!(a.tolerance >= 0)) {
+    return Fail("--tolerance must be >= 0");
+  }
   options->keep_events = true;
   std::vector<std::string> warnings;
   auto g = BindShapes(loaded.value(), bindings.value(), &warnings);
-  if (!g.ok()) return Fail(g.message());
+  if (!g.ok()) {
+    return Fail(g.message());
+  }
   PrintWarnings(warnings);
   auto plan = MakePlan(g.value(), bindings->batch, options.value());
-  if (!plan.ok()) return Fail(plan.message());
+  if (!plan.ok()) {
+    return Fail(plan.message());
+  }
   PrintWarnings(plan->warnings);
 
   ValidationRequest req;
