@@ -1,9 +1,11 @@
 // `memplan plan`: the peak memory of one configuration.
+#include <fstream>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "cli/options.h"
+#include "cli/report.h"
 
 namespace memplan {
 namespace {
@@ -12,6 +14,7 @@ struct PlanArgs {
   ModelFlags model;
   PlanFlags plan;
   std::string format;
+  std::string timeline;
 };
 
 int RunPlan(const PlanArgs& a) {
@@ -28,8 +31,30 @@ int RunPlan(const PlanArgs& a) {
   auto plan = MakePlan(g.value(), bindings->batch, options.value());
   if (!plan.ok()) return Fail(plan.message());
   PrintWarnings(plan->warnings);
+  // md, junit and html reuse the check report with no budget.
+  ReportCase c;
+  if (a.format == "md" || a.format == "junit" || a.format == "html" || !a.timeline.empty()) {
+    c.model = c.file = a.model.model;
+    c.plan = plan.value();
+    const size_t slash = a.model.model.find_last_of('/');
+    c.name = (slash == std::string::npos ? a.model.model : a.model.model.substr(slash + 1)) + " " +
+             ConfigLabel(c.plan);
+  }
+  if (!a.timeline.empty()) {
+    std::ofstream out(a.timeline, std::ios::binary);
+    out << CheckTimelineSvg({c});
+    out.close();
+    if (!out) return Fail(a.timeline + ": cannot write");
+  }
+  const std::string title = "memplan plan: " + c.name;
   if (a.format == "json") {
     std::cout << PlanJson(a.model.model, plan.value()).dump(2) << "\n";
+  } else if (a.format == "md") {
+    std::cout << CheckMarkdown(title, {c});
+  } else if (a.format == "junit") {
+    std::cout << CheckJUnit(title, {c});
+  } else if (a.format == "html") {
+    std::cout << CheckHtml(title, {c});
   } else {
     std::cout << PlanTable(a.model.model, plan.value());
   }
@@ -43,7 +68,8 @@ void AddPlanCommand(CLI::App* app, CliState* state) {
   auto args = std::make_shared<PlanArgs>();
   AddModelFlags(cmd, &args->model);
   AddPlanFlags(cmd, &args->plan, true);
-  AddFormatFlag(cmd, &args->format, {"table", "json"});
+  AddFormatFlag(cmd, &args->format, {"table", "json", "md", "junit", "html"});
+  cmd->add_option("--timeline", args->timeline, "Writes the memory timeline SVG here");
   cmd->callback([args, state] { state->exit_code = RunPlan(*args); });
 }
 

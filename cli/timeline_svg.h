@@ -1,0 +1,42 @@
+#ifndef MEMPLAN_CLI_TIMELINE_SVG_H_
+#define MEMPLAN_CLI_TIMELINE_SVG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/plan.h"
+
+namespace memplan {
+
+/// What a chart shows besides the plan.
+struct TimelineStyle {
+  int width = 1200;
+  int height = 540;
+  std::string title;          ///< Defaults to nothing: the caller names the model.
+  int64_t budget_bytes = -1;  ///< Draws a budget line when >= 0.
+};
+
+/// Axis ticks in binary units: values in bytes and their labels ("2 GiB").
+struct AxisTicks {
+  std::vector<int64_t> values;
+  std::vector<std::string> labels;
+  int64_t top = 0;  ///< The axis maximum (the last tick).
+};
+/// Nice ticks (1, 2, 2.5, 5 x 10^k of MiB/GiB) from 0 up to at least `max_bytes`.
+AxisTicks BytesTicks(int64_t max_bytes, int target_count = 6);
+/// Nice integer ticks from 0 up to at least `max_value`.
+std::vector<int64_t> CountTicks(int64_t max_value, int target_count = 8);
+
+/// Colour of a category's area ("#4e79a7").
+const char* CategoryColor(Category c);
+
+/// One chart as an <svg> element (stacked areas by category, allocated and reserved
+/// lines, phase bands, the peak, the budget), `y` pixels down in an outer document.
+std::string TimelineChart(const Plan& plan, const TimelineStyle& style, int y = 0);
+/// A standalone SVG document with the charts stacked vertically.
+std::string TimelineDocument(const std::vector<std::string>& charts, int width, int height);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_CLI_TIMELINE_SVG_H_
