@@ -1,0 +1,374 @@
+#include "planner/advisor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+
+#include "planner/op_registry.h"
+
+namespace memplan {
+
+Result<BatchSearch> LargestBatch(const FitFn& fits, int64_t cap, int64_t start) {
+  BatchSearch out;
+  if (cap < 1) return out;
+  start = std::min(std::max<int64_t>(start, 1), cap);
+  auto probe = [&](int64_t b) -> Result<bool> {
+    ++out.probes;
+    return fits(b);
+  };
+  // lo fits (0: nothing known to fit), hi fails (cap + 1: nothing known to fail).
+  int64_t lo = 0, hi = cap + 1;
+  auto first = probe(start);
+  if (!first.ok()) return first.status();
+  // Gallop: steps grow geometrically from about start/8.
+  int64_t step = std::max<int64_t>(1, start / 8);
+  if (first.value()) {
+    lo = start;
+    while (lo < cap) {
+      const int64_t b = std::min(cap, lo + step);
+      auto f = probe(b);
+      if (!f.ok()) return f.status();
+      if (!f.value()) {
+        hi = b;
+        break;
+      }
+      lo = b;
+      step *= 2;
+    }
+    if (lo == cap) {
+      out.batch = cap;
+      return out;
+    }
+  } else {
+    hi = start;
+    while (hi > 1) {
+      const int64_t b = std::max<int64_t>(1, hi - step);
+      auto f = probe(b);
+      if (!f.ok()) return f.status();
+      if (f.value()) {
+        lo = b;
+        break;
+      }
+      hi = b;
+      step *= 2;
+    }
+    if (lo == 0) return out;  // Batch 1 does not fit.
+  }
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    auto f = probe(mid);
+    if (!f.ok()) return f.status();
+    if (f.value()) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  out.batch = lo;
+  return out;
+}
+
+int64_t SavedActivationBytes(const Plan& plan) {
+  const int c = static_cast<int>(Category::kSavedActivations);
+  int64_t best = plan.peak.breakdown.bytes[c];
+  for (const TimelinePoint& t : plan.timeline) best = std::max(best, t.live.bytes[c]);
+  return best;
+}
+
+int64_t CountKernels(const Graph& g) {
+  int64_t n = 0;
+  for (const Node& node : g.nodes) {
+    const OpDef* def = FindOp(node.domain, node.op_type);
+    if (def != nullptr && def->differentiable && def->alias == Alias::kNone) ++n;
+  }
+  return n;
+}
+
+// The step time is a roofline: the larger of the time to do the FLOPs and the
+// time to move the bytes, plus the launch overhead of eager PyTorch.
+// - FLOPs: forward + backward (the plan's, about 2x forward) + recompute.
+// - Compute rate: the datasheet's peak dense rate for the precision's matmul
+//   format x compute_efficiency. 0.45 is a typical model-FLOPs utilisation of
+//   an eager PyTorch training step on tensor cores (large matmuls reach 70-80 %
+//   of peak, the step's normalisations, activations and optimizer do not).
+//   fp32 uses the plain fp32 rate: PyTorch leaves TF32 off for matmuls by
+//   default (cuDNN convolutions do use TF32, so fp32 CNNs are underestimated).
+// - Bytes: every saved activation written once in forward and read once in
+//   backward (again for what is recomputed), and the parameters, gradients and
+//   optimizer state streamed: forward read, backward read + gradient write, and
+//   the optimizer (SGD 3 passes, momentum 5, Adam/AdamW 7 + 2 for the foreach
+//   sqrt temporary), at memory_efficiency x the datasheet bandwidth.
+// - Launches: every kernel of forward, two per op in backward, one more per
+//   recomputed op, at launch_seconds each: what makes tiny batches slow.
+SpeedEstimate EstimateSpeed(const Plan& plan, int64_t saved, const DevicePreset& device,
+                            int64_t kernels, const SpeedModel& model) {
+  SpeedEstimate s;
+  const double fwd = static_cast<double>(plan.forward_flops);
+  const double recompute_share = fwd > 0 ? plan.recompute_flops / fwd : 0.0;
+  s.flops = fwd + static_cast<double>(plan.backward_flops) + plan.recompute_flops;
+  double opt_passes = 9;
+  switch (plan.options.optimizer) {
+    case Optimizer::kSgd:
+      opt_passes = 3;
+      break;
+    case Optimizer::kMomentum:
+      opt_passes = 5;
+      break;
+    default:
+      break;
+  }
+  s.bytes = 2.0 * saved * (1.0 + recompute_share) +
+            static_cast<double>(plan.parameter_bytes) * (3.0 + opt_passes);
+  const double peak = PeakFlops(device, plan.options.precision);
+  s.compute_s = peak > 0 ? s.flops / (peak * model.compute_efficiency) : 0.0;
+  s.memory_s =
+      device.mem_bandwidth > 0 ? s.bytes / (device.mem_bandwidth * model.memory_efficiency) : 0.0;
+  s.launch_s = static_cast<double>(kernels) * (3.0 + recompute_share) * model.launch_seconds;
+  s.step_s = std::max(s.compute_s, s.memory_s) + s.launch_s;
+  s.samples_per_s = s.step_s > 0 ? static_cast<double>(plan.batch) / s.step_s : 0.0;
+  return s;
+}
+
+namespace {
+
+std::string Key(Precision p, const std::vector<std::string>& ckpt, int64_t batch) {
+  std::string k = std::to_string(static_cast<int>(p)) + "|" + std::to_string(batch) + "|";
+  for (const std::string& m : ckpt) k += m + ",";
+  return k;
+}
+
+struct Probe {
+  Plan plan;
+  int64_t saved = 0;
+  int64_t device = 0;  ///< Reserved peak over the step + context.
+};
+
+class Searcher {
+ public:
+  Searcher(const Graph& g, const AdviseRequest& r) : g_(g), r_(r) {}
+
+  int plans() const { return plans_; }
+
+  Result<const Graph*> Bound(int64_t batch) {
+    auto it = bound_.find(batch);
+    if (it != bound_.end()) return it->second.get();
+    auto copy = std::make_unique<Graph>(g_);
+    ShapeBindings b = r_.bindings;
+    b.batch = batch;
+    std::vector<std::string> warnings;
+    Status s = InferShapes(copy.get(), b, &warnings);
+    if (!s.ok()) return Status::Error("batch " + std::to_string(batch) + ": " + s.message());
+    const Graph* out = copy.get();
+    bound_[batch] = std::move(copy);
+    return out;
+  }
+
+  Result<const Probe*> At(int64_t batch, Precision p, const std::vector<std::string>& ckpt) {
+    const std::string key = Key(p, ckpt, batch);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second.get();
+    auto g = Bound(batch);
+    if (!g.ok()) return g.status();
+    PlanOptions o = r_.base;
+    o.mode = Mode::kTrain;
+    o.precision = p;
+    o.checkpoint_segments = ckpt;
+    o.context_bytes = r_.context_bytes;
+    o.keep_events = false;
+    auto plan = MakePlan(*g.value(), batch, o);
+    ++plans_;
+    if (!plan.ok()) return Status::Error("batch " + std::to_string(batch) + ": " + plan.message());
+    auto probe = std::make_unique<Probe>();
+    probe->saved = SavedActivationBytes(plan.value());
+    probe->plan = std::move(plan.value());
+    probe->plan.timeline.clear();
+    probe->plan.timeline.shrink_to_fit();
+    const Plan& pl = probe->plan;
+    const int64_t reserved =
+        std::max({pl.peak.reserved_bytes, pl.first_step.reserved_bytes, pl.steady.reserved_bytes});
+    probe->device = reserved + r_.context_bytes;
+    const Probe* out = probe.get();
+    cache_[key] = std::move(probe);
+    return out;
+  }
+
+  FitFn Fits(Precision p, const std::vector<std::string>& ckpt, int64_t usable) {
+    return [this, p, ckpt, usable](int64_t batch) -> Result<bool> {
+      auto probe = At(batch, p, ckpt);
+      if (!probe.ok()) return probe.status();
+      return probe.value()->device <= usable;
+    };
+  }
+
+ private:
+  const Graph& g_;
+  const AdviseRequest& r_;
+  std::map<int64_t, std::unique_ptr<Graph>> bound_;
+  std::map<std::string, std::unique_ptr<Probe>> cache_;
+  int plans_ = 0;
+};
+
+bool Ranks(const Candidate& a, const Candidate& b) {
+  if (a.speed.samples_per_s != b.speed.samples_per_s) {
+    return a.speed.samples_per_s > b.speed.samples_per_s;
+  }
+  if (a.batch != b.batch) return a.batch > b.batch;
+  return a.checkpoint.size() < b.checkpoint.size();
+}
+
+}  // namespace
+
+Result<Advice> Advise(const Graph& g, const AdviseRequest& r) {
+  Advice advice;
+  if (r.budget_bytes <= 0) return Status::Error("the memory budget must be positive");
+  if (!(r.margin >= 0 && r.margin < 1)) return Status::Error("the margin must be in [0, 100) %");
+  advice.usable_bytes =
+      static_cast<int64_t>(std::floor(static_cast<double>(r.budget_bytes) * (1.0 - r.margin)));
+  const int64_t usable = advice.usable_bytes;
+  const int64_t cap = std::max<int64_t>(1, r.max_batch);
+  Searcher s(g, r);
+  if (r.checkpoint) {
+    advice.blocks = FindBlocks(g);
+    if (advice.blocks.blocks.empty()) {
+      advice.notes.push_back("no repeated modules found (Node::scope): checkpointing not tried");
+    }
+  }
+  const bool ckpt = r.checkpoint && !advice.blocks.blocks.empty();
+  int64_t kernels = -1;
+  int64_t hint = 1;
+  bool warned_no_saving = false;
+  std::vector<Candidate> all;
+
+  for (Precision p : r.precisions) {
+    if (PeakFlops(r.device, p) <= 0) {
+      advice.notes.push_back(
+          std::string(PrecisionName(p)) + " skipped: " + r.device.display + " has no " +
+          (p == Precision::kAmpBf16 || p == Precision::kBf16 ? "bf16" : "fp16") + " support");
+      continue;
+    }
+    std::vector<CheckpointStrategy> placements = {CheckpointStrategy::kNone};
+    if (ckpt) {
+      placements.push_back(CheckpointStrategy::kSqrt);
+      placements.push_back(CheckpointStrategy::kAll);
+      placements.push_back(CheckpointStrategy::kOptimal);
+    }
+    int64_t b_none = 0, b_all = 0;
+    std::vector<std::vector<std::string>> seen;
+    for (CheckpointStrategy pl : placements) {
+      Candidate c;
+      c.precision = p;
+      c.strategy = pl;
+      const int plans_before = s.plans();
+      if (pl != CheckpointStrategy::kOptimal) {
+        c.checkpoint = FixedPlacement(advice.blocks, pl);
+        if (pl != CheckpointStrategy::kNone &&
+            std::find(seen.begin(), seen.end(), c.checkpoint) != seen.end()) {
+          continue;
+        }
+        auto found =
+            LargestBatch(s.Fits(p, c.checkpoint, usable), cap,
+                         pl == CheckpointStrategy::kNone ? hint : std::max<int64_t>(1, b_none));
+        if (!found.ok()) return found.status();
+        c.batch = found->batch;
+        if (pl == CheckpointStrategy::kNone) {
+          b_none = c.batch;
+          if (c.batch > 0) hint = c.batch;
+        }
+        if (pl == CheckpointStrategy::kAll) b_all = c.batch;
+      } else {
+        // Cheapest placement at the largest batch that checkpointing everything allows.
+        if (b_all <= b_none || b_all == 0) continue;
+        const int64_t b = b_all;
+        auto none = s.At(b, p, {});
+        if (!none.ok()) return none.status();
+        auto every = s.At(b, p, FixedPlacement(advice.blocks, CheckpointStrategy::kAll));
+        if (!every.ok()) return every.status();
+        auto bound = s.Bound(b);
+        if (!bound.ok()) return bound.status();
+        const std::vector<BlockCost> costs = EstimateBlockCosts(*bound.value(), advice.blocks);
+        int64_t total = 0;
+        for (const BlockCost& bc : costs) total += bc.bytes;
+        const double saving = static_cast<double>(none.value()->device - every.value()->device);
+        if (saving <= 0 || total <= 0) {
+          if (!warned_no_saving) {
+            advice.notes.push_back("checkpointing every block saves nothing in the plan at batch " +
+                                   std::to_string(b) + ": optimal placement skipped");
+            warned_no_saving = true;
+          }
+          continue;
+        }
+        // Linear model: each block's share of the calibrated saving is
+        // proportional to its activation bytes.
+        const double alpha = saving / static_cast<double>(total);
+        double need = (none.value()->device - usable) / alpha;
+        bool done = false;
+        for (int attempt = 0; attempt < 5 && !done; ++attempt) {
+          std::vector<int> chosen;
+          if (!CheapestCover(costs, static_cast<int64_t>(std::ceil(need)), &chosen)) break;
+          std::vector<std::string> mods;
+          for (int i : chosen) mods.push_back(advice.blocks.blocks[i].module);
+          auto v = s.At(b, p, mods);
+          if (!v.ok()) return v.status();
+          if (v.value()->device <= usable) {
+            c.checkpoint = mods;
+            done = true;
+          } else {
+            // Tighten by the overshoot (and a bit more each round).
+            need += (v.value()->device - usable) / alpha * (1.0 + 0.25 * attempt) + 1.0;
+          }
+        }
+        if (!done || std::find(seen.begin(), seen.end(), c.checkpoint) != seen.end()) continue;
+        c.batch = b;
+      }
+      seen.push_back(c.checkpoint);
+      // The batch actually run: with gradient accumulation, the smallest
+      // micro-batch that needs no more steps than the largest one.
+      int64_t run = c.batch;
+      if (c.batch > 0 && r.global_batch > 0) {
+        c.grad_accumulation_steps = (r.global_batch + c.batch - 1) / c.batch;
+        run = (r.global_batch + c.grad_accumulation_steps - 1) / c.grad_accumulation_steps;
+      }
+      c.micro_batch = run;
+      if (c.batch == 0) run = 1;
+      auto probe = s.At(run, p, c.checkpoint);
+      if (!probe.ok()) return probe.status();
+      c.plan = probe.value()->plan;
+      c.device_bytes = probe.value()->device;
+      c.headroom_bytes = r.budget_bytes - c.device_bytes;
+      const double fb = static_cast<double>(c.plan.forward_flops + c.plan.backward_flops);
+      c.recompute_overhead = fb > 0 ? c.plan.recompute_flops / fb : 0.0;
+      if (kernels < 0) kernels = CountKernels(g);
+      c.speed = EstimateSpeed(c.plan, probe.value()->saved, r.device, kernels, r.speed);
+      c.probes = s.plans() - plans_before;
+      if (pl != CheckpointStrategy::kNone && c.batch > 0 && c.batch <= b_none) {
+        // Dominated: no larger batch, and recomputation on top.
+        if (pl == CheckpointStrategy::kAll && !warned_no_saving) {
+          auto a = s.At(b_none, p, c.checkpoint);
+          auto n = s.At(b_none, p, {});
+          if (a.ok() && n.ok() && a.value()->device >= n.value()->device) {
+            advice.notes.push_back(
+                "checkpointing every block does not lower the planned peak (" +
+                std::string(PrecisionName(p)) + ", batch " + std::to_string(b_none) +
+                "): is PlanOptions::checkpoint_segments implemented in this build?");
+            warned_no_saving = true;
+          }
+        }
+        continue;
+      }
+      all.push_back(std::move(c));
+    }
+  }
+  for (Candidate& c : all) {
+    if (c.batch > 0) {
+      advice.ranked.push_back(std::move(c));
+    } else {
+      advice.failing.push_back(std::move(c));
+    }
+  }
+  std::stable_sort(advice.ranked.begin(), advice.ranked.end(), Ranks);
+  advice.plans = s.plans();
+  return advice;
+}
+
+}  // namespace memplan

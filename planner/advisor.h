@@ -1,0 +1,119 @@
+#ifndef MEMPLAN_PLANNER_ADVISOR_H_
+#define MEMPLAN_PLANNER_ADVISOR_H_
+
+// The advisor: the largest batch that fits a memory budget, per precision and
+// checkpoint placement, ranked by an estimated training throughput.
+//
+// Every number it reports comes from a real MakePlan at that batch (shapes
+// inferred for it); nothing is extrapolated. The batch search assumes only
+// that "fits" is monotone in the batch: it doubles from a start until a batch
+// fails, then bisects between the last batch that fit and the first that did
+// not.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "planner/checkpoint.h"
+#include "planner/devices.h"
+#include "planner/graph.h"
+#include "planner/plan.h"
+#include "planner/shape_inference.h"
+#include "planner/status.h"
+
+namespace memplan {
+
+/// Whether a batch fits; errors abort the search.
+using FitFn = std::function<Result<bool>(int64_t batch)>;
+
+/// Where the batch search ended.
+struct BatchSearch {
+  int64_t batch = 0;  ///< Largest fitting batch in [1, cap]; 0 when 1 does not fit.
+  int probes = 0;     ///< Calls of the fit function.
+};
+
+/// The largest batch in [1, cap] with fits(batch), for a monotone `fits`:
+/// doubling from `start` (clamped to [1, cap]) until a failure (or halving
+/// until a success), then bisection.
+Result<BatchSearch> LargestBatch(const FitFn& fits, int64_t cap, int64_t start = 1);
+
+/// Tunables of the throughput estimate; see advisor.cc for the reasoning.
+struct SpeedModel {
+  double compute_efficiency = 0.45;  ///< Sustained share of peak dense FLOP/s.
+  double memory_efficiency = 0.80;   ///< Sustained share of peak DRAM bandwidth.
+  double launch_seconds = 6e-6;      ///< Per kernel launch (eager PyTorch overhead).
+};
+
+/// What a step costs in time on a device.
+struct SpeedEstimate {
+  double flops = 0;          ///< Forward + backward + recompute.
+  double bytes = 0;          ///< Estimated DRAM traffic.
+  double compute_s = 0;      ///< flops / (peak x efficiency).
+  double memory_s = 0;       ///< bytes / (bandwidth x efficiency).
+  double launch_s = 0;       ///< Kernel launches x launch_seconds.
+  double step_s = 0;         ///< max(compute, memory) + launch.
+  double samples_per_s = 0;  ///< batch / step_s.
+};
+
+/// Most saved-activation bytes alive at once (from the timeline; the peak's
+/// breakdown when the timeline is empty).
+int64_t SavedActivationBytes(const Plan& plan);
+
+/// Roofline estimate of one training step of `plan` on `device`: `saved` from
+/// SavedActivationBytes, `kernels` the forward kernel count (CountKernels).
+SpeedEstimate EstimateSpeed(const Plan& plan, int64_t saved, const DevicePreset& device,
+                            int64_t kernels, const SpeedModel& model = SpeedModel());
+
+/// Forward ops that launch a kernel: differentiable, non-view ops.
+int64_t CountKernels(const Graph& g);
+
+/// What to search.
+struct AdviseRequest {
+  PlanOptions base;                              ///< Optimizer, attention, loss, allocator.
+  ShapeBindings bindings;                        ///< Other symbols (--dim); batch is searched.
+  std::vector<Precision> precisions;             ///< Candidates, in preference order.
+  bool checkpoint = false;                       ///< Also try the placements of checkpoint.h.
+  int64_t budget_bytes = 0;                      ///< Device memory.
+  double margin = 0.05;                          ///< Share of the budget kept free.
+  int64_t context_bytes = kDefaultContextBytes;  ///< Outside PyTorch (context).
+  int64_t max_batch = 65536;
+  int64_t global_batch = 0;  ///< > 0: gradient accumulation to reach it.
+  DevicePreset device;       ///< For the speed estimate.
+  SpeedModel speed;
+};
+
+/// One precision x placement at its largest fitting batch.
+struct Candidate {
+  Precision precision = Precision::kFp32;
+  CheckpointStrategy strategy = CheckpointStrategy::kNone;
+  std::vector<std::string> checkpoint;  ///< Modules recomputed in backward.
+  int64_t batch = 0;                    ///< 0: not even batch 1 fits.
+  Plan plan;                            ///< At `batch` (timeline dropped).
+  int64_t device_bytes = 0;             ///< reserved + context.
+  int64_t headroom_bytes = 0;           ///< budget - device bytes.
+  double recompute_overhead = 0;        ///< recompute / (forward + backward) FLOPs.
+  SpeedEstimate speed;
+  int64_t grad_accumulation_steps = 1;
+  int64_t micro_batch = 0;  ///< Per step with accumulation (<= batch).
+  int probes = 0;           ///< MakePlan runs spent on it.
+  std::string note;
+};
+
+/// The ranked candidates and what was assumed.
+struct Advice {
+  int64_t usable_bytes = 0;        ///< budget x (1 - margin).
+  BlockChain blocks;               ///< The checkpointable modules found.
+  std::vector<Candidate> ranked;   ///< Fitting ones, best first.
+  std::vector<Candidate> failing;  ///< Not even batch 1 fits.
+  std::vector<std::string> notes;
+  int plans = 0;  ///< MakePlan runs in all.
+};
+
+/// Searches every precision x placement for `g` (shapes not yet bound).
+/// Fit test: plan.peak.reserved_bytes + context_bytes <= usable_bytes.
+Result<Advice> Advise(const Graph& g, const AdviseRequest& request);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_PLANNER_ADVISOR_H_
