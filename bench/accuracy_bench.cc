@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
         meas = st["step_peak"].get<int64_t>() + extra;
         meas_res = st["reserved_peak"].get<int64_t>();
         // GradScaler skipped the step: no optimizer state existed (README caveat).
-        const int64_t pb = r.rec["param_bytes"].get<int64_t>();
+        const int64_t pb = r.rec.value("param_bytes", r.rec.value("after_model", int64_t{1}));
         const double ratio = static_cast<double>(st["after"].get<int64_t>()) / pb;
         const bool adam = r.optimizer == "adamw";
         if (r.precision == "amp_fp16" && ratio < (adam ? 2.5 : 1.5)) {

@@ -77,11 +77,23 @@ int FindValueMatMul(const Graph& g, int t, double* dropout, std::vector<int>* dr
 }
 
 // Walks back from a MatMul operand through scalar scaling (and, for k,
-// transposes and reshapes) to the tensor the attention call received.
-int OriginOf(const Graph& g, int t, bool allow_layout, bool* scaled) {
+// transposes and reshapes) to the tensor the attention call received: the
+// furthest one whose leading dims match q's and whose last two dims are
+// {S, D} in either order (so a head split is not undone).
+int OriginOf(const Graph& g, int t, bool allow_layout, const std::vector<int64_t>& lead, int64_t s,
+             int64_t d, bool* scaled) {
+  auto fits = [&](int x) {
+    const std::vector<int64_t>& sh = g.tensors[x].shape;
+    if (sh.size() != lead.size() + 2) return false;
+    if (!std::equal(lead.begin(), lead.end(), sh.begin())) return false;
+    const int64_t a = sh[sh.size() - 2];
+    const int64_t b = sh.back();
+    return (a == s && b == d) || (a == d && b == s);
+  };
+  int best = t;
   for (int depth = 0; depth < 8; ++depth) {
     const int p = Producer(g, t);
-    if (p < 0) return t;
+    if (p < 0) break;
     const Node& n = g.nodes[p];
     if ((n.op_type == "Mul" || n.op_type == "Div") && n.inputs.size() == 2 && n.inputs[1] >= 0 &&
         IsScalar(g.tensors[n.inputs[1]])) {
@@ -90,10 +102,11 @@ int OriginOf(const Graph& g, int t, bool allow_layout, bool* scaled) {
     } else if (allow_layout && (n.op_type == "Transpose" || n.op_type == "Reshape")) {
       t = n.inputs[0];
     } else {
-      return t;
+      break;
     }
+    if (fits(t)) best = t;
   }
-  return t;
+  return best;
 }
 
 bool TryRegion(const Graph& g, int softmax, AttentionRegion* r) {
@@ -108,8 +121,14 @@ bool TryRegion(const Graph& g, int softmax, AttentionRegion* r) {
   const Node& mm1 = g.nodes[m1];
   const Node& mm2 = g.nodes[m2];
   if (mm1.inputs.size() != 2 || mm2.inputs.size() != 2) return false;
-  r->q = OriginOf(g, mm1.inputs[0], false, &scaled);
-  r->k = OriginOf(g, mm1.inputs[1], true, &scaled);
+  const std::vector<int64_t>& q0 = g.tensors[mm1.inputs[0]].shape;
+  if (q0.size() < 3) return false;
+  const std::vector<int64_t> lead(q0.begin(), q0.end() - 2);
+  const int64_t d = q0.back();
+  const int64_t sq = q0[q0.size() - 2];
+  const int64_t sk = g.tensors[s.inputs[0]].shape.back();
+  r->q = OriginOf(g, mm1.inputs[0], false, lead, sq, d, &scaled);
+  r->k = OriginOf(g, mm1.inputs[1], true, lead, sk, d, &scaled);
   r->v = mm2.inputs[1];
   r->out = mm2.outputs[0];
   r->last_node = m2;
@@ -117,20 +136,19 @@ bool TryRegion(const Graph& g, int softmax, AttentionRegion* r) {
   const Tensor& q = g.tensors[r->q];
   const Tensor& k = g.tensors[r->k];
   if (q.shape.size() < 3 || k.shape.size() < 2) return false;
-  const int64_t d = q.shape.back();
-  const int64_t sk = g.tensors[s.inputs[0]].shape.back();
   r->k_transposed = !(k.shape.back() == d && k.shape[k.shape.size() - 2] == sk);
   // Nodes between {q, k, v} and the output: ancestors of the output that
   // depend on q, k or v.
   std::set<int> ancestors;
   std::vector<int> stack = {m2};
   const std::set<int> origins = {r->q, r->k, r->v};
-  while (!stack.empty() && ancestors.size() < 256) {
+  // Shape arithmetic (known values) never leads into the block.
+  while (!stack.empty() && ancestors.size() < 4096) {
     const int ni = stack.back();
     stack.pop_back();
     if (!ancestors.insert(ni).second) continue;
     for (int in : g.nodes[ni].inputs) {
-      if (in < 0 || origins.count(in)) continue;
+      if (in < 0 || origins.count(in) || g.tensors[in].has_values) continue;
       const int p = Producer(g, in);
       if (p >= 0) stack.push_back(p);
     }

@@ -130,9 +130,32 @@ class Simulator {
       }
     }
     last_use_.assign(s.vals.size(), -1);
+    producer_.assign(s.vals.size(), -1);
     for (size_t i = 0; i < s.ops.size(); ++i) {
       for (int v : s.ops[i].in) {
         if (v >= 0) last_use_[v] = static_cast<int>(i);
+      }
+      for (int v : s.ops[i].out) {
+        if (v >= 0) producer_[v] = static_cast<int>(i);
+      }
+      const int seg = s.ops[i].segment;
+      if (seg < 0) continue;
+      if (seg >= static_cast<int>(seg_first_.size())) {
+        seg_first_.resize(seg + 1, -1);
+        seg_last_.resize(seg + 1, -1);
+        seg_inputs_.resize(seg + 1);
+      }
+      if (seg_first_[seg] < 0) seg_first_[seg] = static_cast<int>(i);
+      seg_last_[seg] = static_cast<int>(i);
+    }
+    // A checkpointed segment keeps the tensors entering it.
+    for (size_t i = 0; i < s.ops.size(); ++i) {
+      const int seg = s.ops[i].segment;
+      if (seg < 0) continue;
+      for (int v : s.ops[i].in) {
+        if (v < 0) continue;
+        const int p = producer_[v];
+        if (p < 0 || s.ops[p].segment != seg) seg_inputs_[seg].push_back(v);
       }
     }
   }
@@ -187,7 +210,11 @@ class Simulator {
     Alloc(st);
     return st;
   }
-  void Ref(int st) { ++storages[st].refs; }
+  // Values without a storage (constants PyTorch keeps on the host) are
+  // skipped.
+  void Ref(int st) {
+    if (st >= 0) ++storages[st].refs;
+  }
   void Unref(int st) {
     if (st < 0) return;
     if (--storages[st].refs <= 0) Free(st);
@@ -227,7 +254,19 @@ class Simulator {
   int logits_storage_ = -1;
   std::vector<int> loss_storages_;
   std::vector<int> loss_saved_;
-  bool inference_ = false;
+  // Checkpointed segments (torch.utils.checkpoint, non-reentrant).
+  std::vector<int> producer_;
+  std::vector<int> seg_first_, seg_last_;
+  std::vector<std::vector<int>> seg_inputs_;
+  std::vector<std::vector<int>> seg_held_;
+  std::vector<bool> recomputed_;
+
+ public:
+  int64_t recompute_flops = 0;
+
+ private:
+  void Recompute(int seg);
+  void ReleaseSegment(int seg);
 };
 
 void Simulator::LoadModel() {
@@ -252,9 +291,20 @@ void Simulator::LoadModel() {
 void Simulator::Forward(bool grad_mode) {
   saved_storages_.assign(s_.ops.size(), {});
   held_.clear();
+  seg_held_.assign(seg_first_.size(), {});
+  recomputed_.assign(seg_first_.size(), false);
   for (size_t i = 0; i < s_.ops.size(); ++i) {
     const ExecOp& op = s_.ops[i];
     Step(Phase::kForward, op.label);
+    const bool checkpointed = grad_mode && op.segment >= 0;
+    if (checkpointed && seg_first_[op.segment] == static_cast<int>(i)) {
+      for (int v : seg_inputs_[op.segment]) {
+        const int st = ValStorage(v);
+        if (st < 0) continue;
+        Ref(st);
+        seg_held_[op.segment].push_back(st);
+      }
+    }
     forward_flops += op.flops;
     if (op.uses_cublas && !fwd_workspace_) {
       fwd_workspace_ = true;
@@ -277,7 +327,7 @@ void Simulator::Forward(bool grad_mode) {
       Ref(st);
     }
     if (ws >= 0) Free(ws);
-    if (grad_mode) {
+    if (grad_mode && !checkpointed) {
       for (const SavedRef& sr : op.saved) {
         int st;
         if (sr.val >= 0) {
@@ -289,6 +339,8 @@ void Simulator::Forward(bool grad_mode) {
         Ref(st);
         saved_storages_[i].push_back(st);
       }
+    }
+    if (grad_mode) {
       if (op.hold_to_forward_end) {
         for (int v : op.out) {
           if (v >= 0) {
@@ -383,10 +435,12 @@ void Simulator::Backward() {
   int g;
   if (o_.loss == Loss::kCrossEntropy) {
     const int64_t lp_elem = amp ? 4 : (lv.bytes / std::max<int64_t>(numel, 1));
+    // nll_loss backward writes d(log p); log_softmax backward reads it and
+    // the saved log p, and writes d(logits) in the logits' dtype.
     const int glogp = AllocNew(numel * lp_elem, Category::kTransients);
-    for (int st : loss_saved_) Unref(st);
     g = AllocNew(lv.bytes, Category::kTransients);
-    Unref(glogp);
+    for (int st : loss_saved_) Unref(st);
+    Free(glogp);
   } else if (o_.loss == Loss::kMse) {
     g = AllocNew(lv.bytes, Category::kTransients);
     for (int st : loss_saved_) Unref(st);
@@ -399,7 +453,13 @@ void Simulator::Backward() {
     const ExecOp& op = s_.ops[k];
     bool has_grad = false;
     for (int v : op.out) has_grad = has_grad || (v >= 0 && grad_of_.count(v));
-    if (!has_grad) continue;
+    if (!has_grad) {
+      if (op.segment >= 0 && seg_first_[op.segment] == static_cast<int>(k)) {
+        ReleaseSegment(op.segment);
+      }
+      continue;
+    }
+    if (op.segment >= 0 && !recomputed_[op.segment]) Recompute(op.segment);
     Step(Phase::kBackward, op.label);
     backward_flops += 2 * op.flops;
     if (op.uses_cublas && !bwd_workspace_) {
@@ -456,7 +516,11 @@ void Simulator::Backward() {
     for (int st : saved_storages_[k]) Unref(st);
     saved_storages_[k].clear();
     for (const auto& p : produced) AddGrad(p.first, p.second);
+    if (op.segment >= 0 && seg_first_[op.segment] == static_cast<int>(k)) {
+      ReleaseSegment(op.segment);
+    }
   }
+  for (size_t seg = 0; seg < seg_held_.size(); ++seg) ReleaseSegment(static_cast<int>(seg));
   // Whatever backward did not reach is released with the graph.
   for (auto& list : saved_storages_) {
     for (int st : list) Unref(st);
@@ -468,6 +532,67 @@ void Simulator::Backward() {
     } else {
       Unref(it->second);
       it = grad_of_.erase(it);
+    }
+  }
+}
+
+void Simulator::ReleaseSegment(int seg) {
+  for (int st : seg_held_[seg]) Unref(st);
+  seg_held_[seg].clear();
+}
+
+// Runs a checkpointed segment's forward again (inside backward) so that its
+// ops' saved tensors exist; values nobody saved die as they would.
+void Simulator::Recompute(int seg) {
+  recomputed_[seg] = true;
+  Step(Phase::kBackward, "recompute " + o_.checkpoint_segments[seg]);
+  const int first = seg_first_[seg];
+  const int last = seg_last_[seg];
+  std::vector<int> last_in_seg(s_.vals.size(), -1);
+  for (int j = first; j <= last; ++j) {
+    if (s_.ops[j].segment != seg) continue;
+    for (int v : s_.ops[j].in) {
+      if (v >= 0) last_in_seg[v] = j;
+    }
+  }
+  for (int j = first; j <= last; ++j) {
+    const ExecOp& op = s_.ops[j];
+    if (op.segment != seg) continue;
+    recompute_flops += op.flops;
+    int ws = -1;
+    if (op.fwd_workspace > 0) ws = AllocNew(op.fwd_workspace, Category::kWorkspaces);
+    for (int v : op.out) {
+      if (v < 0 || s_.vals[v].phantom) continue;
+      const int r = root_[v];
+      if (op.view && r != v) {
+        Ref(storage_of_val_[r]);
+        continue;
+      }
+      const Category cat = saved_root_[r] ? Category::kSavedActivations : Category::kTransients;
+      const int st = AllocNew(s_.vals[v].bytes, cat);
+      storage_of_val_[r] = st;
+      Ref(st);
+    }
+    if (ws >= 0) Free(ws);
+    for (const SavedRef& sr : op.saved) {
+      int st;
+      if (sr.val >= 0) {
+        st = ValStorage(sr.val);
+        if (st < 0) continue;
+      } else {
+        st = AllocNew(sr.bytes, Category::kSavedActivations);
+      }
+      Ref(st);
+      saved_storages_[j].push_back(st);
+    }
+    for (int v : op.in) {
+      if (v < 0 || last_in_seg[v] != j) continue;
+      const int p = producer_[v];
+      if (p >= 0 && s_.ops[p].segment == seg) Unref(ValStorage(v));
+    }
+    for (int v : op.out) {
+      if (v < 0 || s_.vals[v].phantom) continue;
+      if (last_in_seg[v] < 0) Unref(ValStorage(v));
     }
   }
 }
@@ -717,6 +842,7 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options)
   const int iter = options.mode == Mode::kTrain && options.step == StepKind::kSteady ? 2 : 0;
   plan.forward_flops = sim.forward_flops / static_cast<int64_t>(sim.iteration_events.size());
   plan.backward_flops = sim.backward_flops / static_cast<int64_t>(sim.iteration_events.size());
+  plan.recompute_flops = sim.recompute_flops / static_cast<int64_t>(sim.iteration_events.size());
   // The timeline of the planned iteration: one point per step.
   const size_t e0 = sim.iteration_events[iter].first;
   const size_t e1 = sim.iteration_events[iter].second;

@@ -7,6 +7,7 @@
 
 #include "planner/attention.h"
 #include "planner/checked.h"
+#include "planner/fusion.h"
 #include "planner/op_registry.h"
 #include "planner/ops/op_util.h"
 #include "planner/params.h"
@@ -161,6 +162,8 @@ class Builder {
   }
   void InitVals();
   Status AddNode(int ni);
+  void ProcessNode(int ni);
+  int SegmentOf(const std::string& scope) const;
   int CastVal(int v, DType to, bool weight_cache, const std::string& why);
   int ContiguousCopy(int v, const std::string& label);
   void AddViewOp(int ni, const OpDef* def, std::vector<int> in);
@@ -183,6 +186,7 @@ class Builder {
   std::unordered_map<int, int> weight_cache_;  // param val -> cast val
   std::set<int> skipped_nodes_;
   std::map<int, AttentionRegion> regions_;  // keyed by the last node
+  std::map<int, FusedRegion> fused_;        // keyed by the last node
 };
 
 void Builder::InitVals() {
@@ -760,18 +764,53 @@ Result<Schedule> Builder::Build() {
     for (int ni : r.nodes) skipped_nodes_.insert(ni);
     regions_[r.last_node] = std::move(r);
   }
+  for (FusedRegion& r : FindFusedRegions(g_)) {
+    for (int ni : r.nodes) skipped_nodes_.insert(ni);
+    fused_[r.last_node] = std::move(r);
+  }
   for (int ni : order.value()) {
+    const size_t first_op = s_.ops.size();
+    ProcessNode(ni);
+    const int seg = SegmentOf(g_.nodes[ni].scope);
+    for (size_t k = first_op; k < s_.ops.size(); ++k) s_.ops[k].segment = seg;
+  }
+  return std::move(s_);
+}
+
+int Builder::SegmentOf(const std::string& scope) const {
+  if (o_.mode != Mode::kTrain) return -1;
+  for (size_t i = 0; i < o_.checkpoint_segments.size(); ++i) {
+    const std::string& m = o_.checkpoint_segments[i];
+    if (scope == m ||
+        (scope.size() > m.size() && scope.compare(0, m.size(), m) == 0 && scope[m.size()] == '.')) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+void Builder::ProcessNode(int ni) {
+  {
+    auto fit = fused_.find(ni);
+    if (fit != fused_.end()) {
+      const FusedRegion& r = fit->second;
+      const OpDef* def = FindOp("", r.op_type);
+      AddCompute(r.op_type, g_.nodes[ni].Label(ni), ni, def, {val_of_[r.input]}, {r.output},
+                 nullptr, -1);
+      if (o_.mode == Mode::kTrain && s_.vals[val_of_[r.input]].requires_grad) {
+        s_.ops.back().saved = {SavedRef{s_.ops.back().in[0], 0, ""}};
+      }
+      return;
+    }
     auto it = regions_.find(ni);
     if (it != regions_.end()) {
       AppendAttention(it->second, g_.nodes[ni].Label(ni));
       ++s_.attention_regions;
-      continue;
+      return;
     }
-    if (skipped_nodes_.count(ni)) continue;
-    Status st = AddNode(ni);
-    if (!st.ok()) return st;
+    if (skipped_nodes_.count(ni)) return;
+    AddNode(ni);
   }
-  return std::move(s_);
 }
 
 }  // namespace

@@ -1,0 +1,29 @@
+#ifndef MEMPLAN_PLANNER_FUSION_H_
+#define MEMPLAN_PLANNER_FUSION_H_
+
+#include <string>
+#include <vector>
+
+#include "planner/graph.h"
+
+namespace memplan {
+
+/// A group of exported nodes that PyTorch runs as one op. Exporters without
+/// a native op decompose it (opset < 20 writes F.gelu as
+/// x * 0.5 * (1 + erf(x / sqrt(2)))); planning the pieces would keep every
+/// intermediate for backward, which PyTorch does not.
+struct FusedRegion {
+  std::string op_type;     ///< The op PyTorch runs ("Gelu").
+  std::vector<int> nodes;  ///< Nodes replaced.
+  int last_node = -1;      ///< Where the fused op is scheduled.
+  int input = -1;          ///< Tensor id of the op's input.
+  int output = -1;         ///< Tensor id of its output.
+};
+
+/// Finds erf-form GELU decompositions whose inner tensors are used only
+/// inside the pattern.
+std::vector<FusedRegion> FindFusedRegions(const Graph& g);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_PLANNER_FUSION_H_
