@@ -234,6 +234,7 @@ class Simulator {
   void ReleaseForward();
   void AddGrad(int val, int grad_storage);
   int ValStorage(int v) const { return storage_of_val_[root_[v]]; }
+  int Root(int v) const { return root_[v]; }
 
   const Schedule& s_;
   const PlanOptions& o_;
@@ -476,6 +477,20 @@ void Simulator::Backward() {
           if (!op.grad_in[i] || out_grad < 0) continue;
           Ref(out_grad);
           produced.emplace_back(op.in[i], out_grad);
+        }
+        break;
+      case GradKind::kBiasAdd:
+        if (op.grad_in[0] && out_grad >= 0) {
+          Ref(out_grad);
+          produced.emplace_back(op.in[0], out_grad);
+        }
+        if (op.grad_in.size() > 1 && op.grad_in[1]) {
+          const int v = op.in[1];
+          const Category cat =
+              s_.vals[Root(v)].is_param ? Category::kGradients : Category::kTransients;
+          const int st = AllocNew(s_.vals[v].bytes, cat);
+          Ref(st);
+          produced.emplace_back(v, st);
         }
         break;
       case GradKind::kGather:

@@ -163,6 +163,8 @@ class Builder {
   void InitVals();
   Status AddNode(int ni);
   void ProcessNode(int ni);
+  bool IsLinearBias(int ni, std::vector<int>& in) const;
+  void AddBiasAdd(int ni, const std::vector<int>& in);
   int SegmentOf(const std::string& scope) const;
   int CastVal(int v, DType to, bool weight_cache, const std::string& why);
   int ContiguousCopy(int v, const std::string& label);
@@ -581,6 +583,54 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
   s_.ops.push_back(op);
 }
 
+// MatMul followed by Add of a 1-D parameter is how exporters write a linear
+// layer with bias; PyTorch runs it as one addmm: the bias joins the product
+// in place, in the product's dtype (autocast casts the bias too).
+bool Builder::IsLinearBias(int ni, std::vector<int>& in) const {
+  const Node& n = g_.nodes[ni];
+  if (n.op_type != "Add" || in.size() != 2 || in[0] < 0 || in[1] < 0) return false;
+  for (int k = 0; k < 2; ++k) {
+    const int prod = in[k];
+    const int bias = in[1 - k];
+    const Val& b = s_.vals[Root(bias)];
+    if (!b.is_param || s_.vals[bias].shape.size() != 1) continue;
+    const int t = n.inputs[k];
+    const int p = g_.tensors[t].producer;
+    if (p < 0 || (g_.nodes[p].op_type != "MatMul" && g_.nodes[p].op_type != "Gemm")) continue;
+    if (g_.tensors[t].consumers.size() != 1 || s_.vals[prod].base >= 0) continue;
+    if (s_.vals[prod].shape.empty() || s_.vals[prod].shape.back() != s_.vals[bias].shape[0]) {
+      continue;
+    }
+    if (k == 1) std::swap(in[0], in[1]);
+    return true;
+  }
+  return false;
+}
+
+void Builder::AddBiasAdd(int ni, const std::vector<int>& in) {
+  const Node& n = g_.nodes[ni];
+  ExecOp op;
+  op.label = n.Label(ni);
+  op.op_type = "BiasAdd";
+  op.node = ni;
+  op.in = in;
+  op.view = true;
+  op.grad_kind = GradKind::kBiasAdd;
+  const int t = n.outputs[0];
+  Val& v = s_.vals[t];
+  v.dtype = s_.vals[in[0]].dtype;
+  v.base = in[0];
+  v.strides = s_.vals[in[0]].strides;
+  v.bytes = 0;
+  v.requires_grad = s_.vals[in[0]].requires_grad || s_.vals[in[1]].requires_grad;
+  op.out = {t};
+  op.grad_in = {s_.vals[in[0]].requires_grad, s_.vals[in[1]].requires_grad};
+  int64_t numel = 0;
+  CheckedNumel(v.shape, &numel);
+  op.flops = numel;
+  s_.ops.push_back(op);
+}
+
 Status Builder::AddNode(int ni) {
   const Node& n = g_.nodes[ni];
   // Shape arithmetic and constants never reach the GPU.
@@ -598,6 +648,10 @@ Status Builder::AddNode(int ni) {
   const OpDef* def = FindOp(n.domain, n.op_type);
   std::vector<int> in;
   for (int t : n.inputs) in.push_back(t >= 0 ? val_of_[t] : -1);
+  if (IsLinearBias(ni, in)) {
+    AddBiasAdd(ni, in);
+    return Status();
+  }
   bool view = def && def->alias == Alias::kView && !in.empty() && in[0] >= 0;
   if (view && n.op_type == "Gather") {
     // x[:, i] (one index into an activation) is a view; an embedding is not.

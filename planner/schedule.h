@@ -35,9 +35,10 @@ struct SavedRef {
 
 /// How an op produces its inputs' gradients.
 enum class GradKind {
-  kNew,     ///< A new tensor per input needing a gradient.
-  kAlias,   ///< A view of the output's gradient (reshape, transpose, concat).
-  kGather,  ///< One input-sized tensor from all outputs' gradients (slice, split).
+  kNew,      ///< A new tensor per input needing a gradient.
+  kAlias,    ///< A view of the output's gradient (reshape, transpose, concat).
+  kGather,   ///< One input-sized tensor from all outputs' gradients (slice, split).
+  kBiasAdd,  ///< Input 0 gets a view of the output's gradient, the bias a new one.
 };
 
 /// One executed operation of the forward pass (graph node or synthetic).
