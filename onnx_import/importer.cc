@@ -13,6 +13,7 @@
 
 #include "onnx/onnx_pb.h"
 #include "planner/checked.h"
+#include "planner/shape_inference.h"
 
 namespace memplan {
 namespace {
@@ -172,6 +173,16 @@ std::string DimsText(const std::vector<int64_t>& d) {
   return os.str();
 }
 
+std::string DeclaredText(const std::vector<Dim>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ", ";
+    s += dims[i].known() ? std::to_string(dims[i].value)
+                         : (dims[i].symbol.empty() ? "?" : dims[i].symbol);
+  }
+  return s + "]";
+}
+
 // Reads a TensorProto's dtype and dims (and small data) into the fields of
 // an Attribute-like destination.
 struct TensorInfo {
@@ -206,6 +217,12 @@ Status ReadTensorProto(const Importer& im, const onnx::TensorProto& t, const std
     }
     return Status();
   }
+  if (t.has_raw_data() && static_cast<int64_t>(t.raw_data().size()) != bytes &&
+      out->dtype != DType::kString) {
+    return im.Error(what + ": raw_data has " + std::to_string(t.raw_data().size()) + " bytes but " +
+                    DimsText(out->dims) + " of " + DTypeName(out->dtype) + " needs " +
+                    std::to_string(bytes));
+  }
   if (numel <= im.limits.max_value_elements) {
     out->has_values = DecodeSmall(t, numel, &out->values, &out->fvalues);
     if (out->has_values && out->values.empty() && !out->fvalues.empty()) {
@@ -232,11 +249,15 @@ Status ReadType(const Importer& im, const onnx::TypeProto& type, const std::stri
       return im.Error("tensor '" + name + "': unknown data type " +
                       std::to_string(tensor_type.elem_type()));
     }
-    t->dtype = static_cast<DType>(tensor_type.elem_type());
+    const DType dt = static_cast<DType>(tensor_type.elem_type());
+    if (t->dtype != DType::kUndefined && t->dtype != dt) {
+      return im.Error("tensor '" + name + "': declared as " + DTypeName(t->dtype) + " and as " +
+                      DTypeName(dt));
+    }
+    t->dtype = dt;
   }
   if (!tensor_type.has_shape() || t->is_sequence) return Status();
-  t->has_declared = true;
-  t->declared.clear();
+  std::vector<Dim> declared;
   for (const auto& d : tensor_type.shape().dim()) {
     Dim dim;
     if (d.has_dim_value()) {
@@ -247,8 +268,35 @@ Status ReadType(const Importer& im, const onnx::TypeProto& type, const std::stri
     } else if (d.has_dim_param()) {
       dim.symbol = d.dim_param();
     }
-    t->declared.push_back(dim);
+    declared.push_back(dim);
   }
+  // Declared twice (value_info and graph output, or value_info for an
+  // initializer): the two must agree, else one of them would be silently
+  // ignored. An initializer's own dims always win.
+  if (t->has_declared) {
+    bool agree = t->declared.size() == declared.size();
+    for (size_t k = 0; agree && k < declared.size(); ++k) {
+      const Dim& a = t->declared[k];
+      const Dim& b = declared[k];
+      if (a.known() && b.known()) agree = a.value == b.value;
+      if (!a.known() && !b.known() && !a.symbol.empty() && !b.symbol.empty()) {
+        agree = a.symbol == b.symbol;
+      }
+    }
+    if (!agree) {
+      return im.Error("tensor '" + name + "': declared as " + DeclaredText(t->declared) +
+                      " and as " + DeclaredText(declared));
+    }
+  }
+  if (t->kind == TensorKind::kInitializer) return Status();
+  if (t->has_declared) {  // They agree: keep the more precise of each dim.
+    for (size_t k = 0; k < declared.size(); ++k) {
+      if (!declared[k].known() && t->declared[k].known()) declared[k] = t->declared[k];
+      if (declared[k].symbol.empty() && !declared[k].known()) declared[k] = t->declared[k];
+    }
+  }
+  t->has_declared = true;
+  t->declared = std::move(declared);
   return Status();
 }
 
@@ -538,6 +586,11 @@ Result<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& sourc
   if (!s.ok()) return s;
   if (g.nodes.empty()) return im.Error("the graph has no nodes");
   if (g.outputs.empty()) return im.Error("the graph has no outputs");
+  // Cycles and inputs that nothing produces are errors of the file itself,
+  // reported here so that every command (not only those that infer shapes)
+  // rejects them. Subgraphs may read outer-scope names, so only the top.
+  auto order = TopologicalOrder(g);
+  if (!order.ok()) return order.status();
   return g;
 }
 
