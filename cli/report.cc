@@ -589,6 +589,23 @@ std::string CheckAnnotations(const std::vector<ReportCase>& cases) {
   return out;
 }
 
+TimelineStyle TimelineStyleFor(const ReportCase& c) {
+  TimelineStyle style;
+  style.title = c.name;
+  if (c.budget_bytes < 0) return style;
+  style.budget_bytes = c.budget_bytes;
+  if (c.metric == Metric::kDevice) {
+    // device = reserved + context: the line the reserved memory must stay under.
+    style.budget_bytes = std::max<int64_t>(0, c.budget_bytes - c.plan.context_bytes);
+    style.budget_label = "budget " + FormatBytes(c.budget_bytes) + " - " +
+                         FormatBytes(c.plan.context_bytes) + " context (for reserved)";
+  } else {
+    style.budget_label =
+        "budget " + FormatBytes(c.budget_bytes) + " (for " + MetricName(c.metric) + ")";
+  }
+  return style;
+}
+
 std::string CheckHtml(const std::string& title, const std::vector<ReportCase>& cases) {
   std::ostringstream body;
   int failed = 0;
@@ -626,10 +643,7 @@ std::string CheckHtml(const std::string& title, const std::vector<ReportCase>& c
       brows.push_back({CategoryName(static_cast<Category>(k)), FormatBytes(b), pct});
     }
     body << HtmlTable({"category at the peak", "bytes", "share"}, brows, {false, true, true});
-    TimelineStyle style;
-    style.title = c.name;
-    style.budget_bytes = c.budget_bytes;
-    body << TimelineChart(c.plan, style) << "\n";
+    body << TimelineChart(c.plan, TimelineStyleFor(c)) << "\n";
   }
   return HtmlPage(title, body.str());
 }
@@ -639,8 +653,7 @@ std::string CheckTimelineSvg(const std::vector<ReportCase>& cases) {
   std::vector<std::string> charts;
   int y = 0;
   for (const ReportCase& c : cases) {
-    style.title = c.name;
-    style.budget_bytes = c.budget_bytes;
+    style = TimelineStyleFor(c);
     charts.push_back(TimelineChart(c.plan, style, y));
     y += style.height;
   }

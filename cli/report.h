@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/timeline_svg.h"
 #include "planner/plan.h"
 #include "planner/status.h"
 
@@ -99,6 +100,9 @@ std::string CheckMarkdown(const std::string& title, const std::vector<ReportCase
 std::string CheckJUnit(const std::string& suite, const std::vector<ReportCase>& cases);
 /// GitHub Actions annotation lines (errors for failures, warnings near the budget).
 std::string CheckAnnotations(const std::vector<ReportCase>& cases);
+/// The chart style of a case: its name, and the budget line in the chart's terms
+/// (a device budget minus the context is the limit for the reserved line).
+TimelineStyle TimelineStyleFor(const ReportCase& c);
 /// One HTML page: the summary table, then each case's breakdown and timeline SVG.
 std::string CheckHtml(const std::string& title, const std::vector<ReportCase>& cases);
 /// The timeline SVG document of the cases (one chart each, stacked).

@@ -96,11 +96,11 @@ AxisTicks BytesTicks(int64_t max_bytes, int target_count) {
   const double maxb = std::max<double>(static_cast<double>(max_bytes), 1.0);
   double unit = 1;
   const char* name = "B";
-  if (maxb >= 2 * kGiB) {
+  if (maxb >= kGiB) {
     unit = kGiB, name = "GiB";
-  } else if (maxb >= 2 * kMiB) {
+  } else if (maxb >= kMiB) {
     unit = kMiB, name = "MiB";
-  } else if (maxb >= 2 * kKiB) {
+  } else if (maxb >= kKiB) {
     unit = kKiB, name = "KiB";
   }
   const double step =
@@ -162,7 +162,10 @@ std::string TimelineChart(const Plan& plan, const TimelineStyle& style, int y) {
   // Y: bytes, from 0 to a nice top above everything drawn.
   int64_t ymax = std::max(pk.allocated_bytes, pk.reserved_bytes);
   for (const TimelinePoint& p : tl) ymax = std::max({ymax, p.reserved, p.allocated});
-  if (style.budget_bytes >= 0) ymax = std::max(ymax, style.budget_bytes);
+  // A budget far above the data would flatten the picture: note it instead.
+  const bool budget_on_chart =
+      style.budget_bytes >= 0 && static_cast<double>(style.budget_bytes) <= 2.0 * ymax;
+  if (budget_on_chart) ymax = std::max(ymax, style.budget_bytes);
   const AxisTicks yt = BytesTicks(static_cast<int64_t>(ymax * 1.06));
   auto Y = [&](double bytes) {
     return bottom - ph * bytes / static_cast<double>(std::max<int64_t>(yt.top, 1));
@@ -275,14 +278,24 @@ std::string TimelineChart(const Plan& plan, const TimelineStyle& style, int y) {
 
   // Budget line.
   if (style.budget_bytes >= 0) {
-    const double yb = Y(static_cast<double>(style.budget_bytes));
-    os << "<g id=\"budget\"><line x1=\"" << N(left) << "\" y1=\"" << N(yb) << "\" x2=\"" << N(right)
-       << "\" y2=\"" << N(yb)
-       << "\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"8,4\"/>\n"
-       << "<text x=\"" << N(left + 6) << "\" y=\"" << N(yb - 6)
-       << "\" fill=\"#d62728\" font-weight=\"bold\" stroke=\"#fff\" stroke-width=\"4\" "
-          "paint-order=\"stroke\">budget "
-       << FormatBytes(style.budget_bytes) << "</text></g>\n";
+    const std::string label = style.budget_label.empty()
+                                  ? "budget " + FormatBytes(style.budget_bytes)
+                                  : style.budget_label;
+    if (budget_on_chart) {
+      const double yb = Y(static_cast<double>(style.budget_bytes));
+      os << "<g id=\"budget\"><line x1=\"" << N(left) << "\" y1=\"" << N(yb) << "\" x2=\""
+         << N(right) << "\" y2=\"" << N(yb)
+         << "\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"8,4\"/>\n"
+         << "<text x=\"" << N(left + 6) << "\" y=\"" << N(yb - 6)
+         << "\" fill=\"#d62728\" font-weight=\"bold\" stroke=\"#fff\" stroke-width=\"4\" "
+            "paint-order=\"stroke\">"
+         << XmlEscape(label) << "</text></g>\n";
+    } else {
+      os << "<g id=\"budget\"><text x=\"" << N(left + 6) << "\" y=\"" << N(top + 16)
+         << "\" fill=\"#d62728\" font-weight=\"bold\" stroke=\"#fff\" stroke-width=\"4\" "
+            "paint-order=\"stroke\">\u2191 "
+         << XmlEscape(label) << " (above the chart)</text></g>\n";
+    }
   }
 
   // The peak: the point of the peak's op with the most allocated, else the highest.
@@ -313,7 +326,10 @@ std::string TimelineChart(const Plan& plan, const TimelineStyle& style, int y) {
         tx = std::max(left + 4, right - 4 - text_w);
       }
     }
-    const double ly = std::max(top + 16, py - 14);
+    double ly = std::max(top + 16, py - 14);
+    // Keep the text off the reserved line.
+    const double yr = Y(static_cast<double>(std::max(pk.reserved_bytes, peak->reserved)));
+    if (ly - 13 < yr && yr < ly + 4) ly = yr - 14 >= top + 14 ? yr - 7 : yr + 18;
     os << "<g id=\"peak\"><line x1=\"" << N(px) << "\" y1=\"" << N(py) << "\" x2=\"" << N(px)
        << "\" y2=\"" << N(bottom) << "\" stroke=\"#d62728\" stroke-opacity=\"0.5\"/>\n"
        << "<circle cx=\"" << N(px) << "\" cy=\"" << N(py)

@@ -14,7 +14,8 @@ struct TimelineStyle {
   int width = 1200;
   int height = 540;
   std::string title;          ///< Defaults to nothing: the caller names the model.
-  int64_t budget_bytes = -1;  ///< Draws a budget line when >= 0.
+  int64_t budget_bytes = -1;  ///< Draws a budget line when >= 0 (off-chart note when far above).
+  std::string budget_label;   ///< Text at the line; defaults to "budget <size>".
 };
 
 /// Axis ticks in binary units: values in bytes and their labels ("2 GiB").

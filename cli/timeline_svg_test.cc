@@ -56,6 +56,9 @@ TEST(BytesTicks, NiceBinaryTicks) {
   t = BytesTicks(10 * kGiB);
   EXPECT_EQ(t.labels[1], "2 GiB");
   EXPECT_EQ(t.top, 10 * kGiB);
+  t = BytesTicks(1900 * kMiB);
+  EXPECT_EQ(t.labels[1], "0.5 GiB");
+  EXPECT_EQ(t.labels.back(), "2.0 GiB");
   t = BytesTicks(0);
   EXPECT_GE(t.values.size(), 2u);
 }
@@ -85,6 +88,26 @@ TEST(TimelineSvg, WellFormedWithCategoriesPeakAndBudget) {
   EXPECT_NE(svg.find(" GiB</text>"), std::string::npos);
   EXPECT_NE(svg.find("id=\"allocated\""), std::string::npos);
   EXPECT_NE(svg.find("id=\"reserved\""), std::string::npos);
+}
+
+TEST(TimelineSvg, DeviceBudgetLineAndFarBudget) {
+  ReportCase c;
+  c.name = "m";
+  c.plan = SmallPlan();
+  c.plan.context_bytes = 767 * kMiB;
+  c.budget_bytes = 4 * kGiB;
+  c.metric = Metric::kDevice;
+  const TimelineStyle s = TimelineStyleFor(c);
+  EXPECT_EQ(s.budget_bytes, 4 * kGiB - 767 * kMiB);
+  const std::string svg = TimelineChart(c.plan, s);
+  EXPECT_NE(svg.find("budget 4.00 GiB - 767.0 MiB context (for reserved)</text>"),
+            std::string::npos);
+  c.metric = Metric::kAllocated;
+  c.budget_bytes = 100 * kGiB;  // far above the data: a note, not a line
+  const std::string far = TimelineChart(c.plan, TimelineStyleFor(c));
+  EXPECT_NE(far.find("budget 100.00 GiB (for allocated) (above the chart)"), std::string::npos);
+  EXPECT_EQ(far.find("id=\"budget\"><line"), std::string::npos);
+  EXPECT_NE(svg.find("id=\"budget\"><line"), std::string::npos);
 }
 
 TEST(TimelineSvg, ManyPointsAreBucketedAndEmptyIsFine) {
