@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# End-to-end robustness test: every case of tests/corpus/expected.txt, then
+# truncations of models/resnet18.onnx at many offsets, through the real
+# memplan binary, each under a timeout.
+#
+# usage: corpus_test.sh MEMPLAN CORPUS_DIR MODELS_DIR
+set -u
+
+memplan=$1
+corpus=$2
+models=$3
+limit=${MEMPLAN_CORPUS_TIMEOUT:-60}  # seconds per run; sanitizer builds are slower
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+runs=0
+
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# Large cases are stored gzipped.
+for gz in "$corpus"/*.onnx.gz; do
+  [ -e "$gz" ] || continue
+  gunzip -c "$gz" >"$tmp/$(basename "$gz" .gz)"
+done
+
+# External-data locations in the corpus point at this FIFO: opening it
+# would block, so a run that tries to read weights hangs and times out.
+fifo=/tmp/memplan_corpus_fifo
+if [ ! -e "$fifo" ]; then mkfifo "$fifo" 2>/dev/null || true; fi
+
+# run EXPECTED_EXIT SUBSTRING ARGS...: runs memplan, checks the outcome.
+run() {
+  local want=$1 sub=$2
+  shift 2
+  runs=$((runs + 1))
+  local what="memplan $*"
+  timeout "$limit" "$memplan" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ "$rc" -eq 124 ]; then
+    fail "$what: timed out after ${limit}s (hang?)"
+    return
+  fi
+  if [ "$rc" -ge 128 ]; then
+    fail "$what: killed by signal $((rc - 128)) (crash)"
+    sed 's/^/    /' "$tmp/err" | head -20
+    return
+  fi
+  if [ "$rc" -ne "$want" ]; then
+    fail "$what: exit $rc, expected $want"
+    sed 's/^/    /' "$tmp/err" | head -5
+    return
+  fi
+  if [ "$want" -eq 0 ]; then
+    if grep -q 'error' "$tmp/err"; then fail "$what: exit 0 but stderr has an error"; fi
+    if [ -n "$sub" ] && ! grep -qF -- "$sub" "$tmp/out" "$tmp/err"; then
+      fail "$what: output lacks '$sub'"
+    fi
+    return
+  fi
+  local lines
+  lines=$(wc -l <"$tmp/err")
+  local line
+  line=$(head -1 "$tmp/err")
+  if [ "$lines" -ne 1 ]; then
+    fail "$what: $lines stderr lines, expected 1"
+    sed 's/^/    /' "$tmp/err" | head -5
+    return
+  fi
+  case "$line" in
+    "memplan: error: "*) ;;
+    *) fail "$what: stderr is not 'memplan: error: ...': $line" ;;
+  esac
+  # The message names the model file.
+  local arg model=""
+  for arg in "$@"; do
+    case "$arg" in *.onnx) model=$arg ;; esac
+  done
+  if [ -n "$model" ] && [[ "$line" != *"$(basename "$model")"* ]]; then
+    fail "$what: message does not name the file: $line"
+  fi
+  if [ -n "$sub" ] && [[ "$line" != *"$sub"* ]]; then
+    fail "$what: message lacks '$sub': $line"
+  fi
+}
+
+# 1. The manifest.
+while IFS= read -r entry || [ -n "$entry" ]; do
+  case "$entry" in '' | '#'*) continue ;; esac
+  want=$(echo "$entry" | cut -d'|' -f1 | tr -d ' ')
+  args=$(echo "$entry" | cut -d'|' -f2 | sed 's/^ *//; s/ *$//')
+  sub=$(echo "$entry" | cut -d'|' -f3- | sed 's/^ //')
+  args=${args//@c/$corpus}
+  args=${args//@m/$models}
+  args=${args//@t/$tmp}
+  # shellcheck disable=SC2086  # arguments are space-separated, no quoting
+  run "$want" "$sub" $args
+done <"$corpus/expected.txt"
+
+# 2. Truncations of a real model: a clean error, or exit 0 where the cut
+#    leaves a complete model (a cut between top-level fields).
+src="$models/resnet18.onnx"
+size=$(stat -c %s "$src")
+offsets="$(seq 1 48) $(seq 49 997 "$size") $(seq $((size - 40)) $((size - 1)))"
+for off in $offsets; do
+  cut="$tmp/resnet18_cut_$off.onnx"
+  head -c "$off" "$src" >"$cut"
+  for cmd in inspect plan; do
+    extra=()
+    [ "$cmd" = plan ] && extra=(--batch 2)
+    runs=$((runs + 1))
+    timeout "$limit" "$memplan" "$cmd" "${extra[@]}" "$cut" >/dev/null 2>"$tmp/err"
+    rc=$?
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 2 ]; then
+      fail "memplan $cmd of resnet18 cut at $off bytes: exit $rc"
+      head -5 "$tmp/err"
+    elif [ "$rc" -eq 2 ]; then
+      if [ "$(wc -l <"$tmp/err")" -ne 1 ] ||
+        ! grep -q "^memplan: error: $cut: " "$tmp/err"; then
+        fail "memplan $cmd of resnet18 cut at $off bytes: bad message: $(head -3 "$tmp/err")"
+      fi
+    fi
+  done
+  rm -f "$cut"
+done
+
+# 3. External data is never opened: strace the runs when strace works here.
+if command -v strace >/dev/null && strace -o /dev/null true 2>/dev/null; then
+  for case in external_absolute_path external_dotdot_path external_missing_file \
+    resnet18_hostile_external; do
+    runs=$((runs + 1))
+    strace -f -e trace=%file -o "$tmp/trace" \
+      timeout "$limit" "$memplan" plan --batch 2 "$corpus/$case.onnx" >/dev/null 2>&1
+    if grep -E 'memplan_corpus_fifo|does/not/exist|\.onnx\.data' "$tmp/trace" | grep -v '^[0-9]* execve'; then
+      fail "$case: memplan touched an external-data path (see above)"
+    fi
+  done
+else
+  echo "note: strace unavailable; external data checked through the FIFO only"
+fi
+
+echo "corpus_test: $runs runs, $failures failures"
+[ "$failures" -eq 0 ]

@@ -1,0 +1,111 @@
+// libFuzzer target over everything `memplan plan --batch 2` does to a file:
+// import, shape inference, and planning (inference and training).
+//
+// Built with -DMEMPLAN_FUZZ=ON and clang (see .ci/fuzz.sh). Without
+// libFuzzer the same file builds a regression runner
+// (MEMPLAN_FUZZ_STANDALONE): `fuzz_import_regression FILE...` runs each
+// file through the same steps, so the corpus and any crash the fuzzer once
+// found run under the ordinary (and sanitizer) test suite.
+//
+// Besides crashes, the harness aborts when an error message is not one line
+// that starts with the file name: every rejection must name its source.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "onnx_import/importer.h"
+#include "planner/graph.h"
+#include "planner/plan.h"
+#include "planner/shape_inference.h"
+
+namespace {
+
+constexpr char kSource[] = "fuzz.onnx";
+
+// Aborts unless `message` is one non-empty line naming the file.
+void CheckMessage(const std::string& message, const char* stage) {
+  const std::string prefix = std::string(kSource) + ": ";
+  const bool ok = message.size() > prefix.size() &&
+                  message.compare(0, prefix.size(), prefix) == 0 &&
+                  message.find('\n') == std::string::npos;
+  if (!ok) {
+    std::fprintf(stderr, "fuzz_import: bad %s error message: \"%s\"\n", stage, message.c_str());
+    std::abort();
+  }
+}
+
+void RunOne(const uint8_t* data, size_t size) {
+  memplan::ImportLimits limits;
+  // Keep single inputs fast; the limits themselves are tested by the corpus.
+  limits.max_nodes = 20000;
+  const std::string bytes(reinterpret_cast<const char*>(data), size);
+  memplan::Result<memplan::Graph> imported = memplan::ImportOnnxBytes(bytes, kSource, limits);
+  if (!imported.ok()) {
+    CheckMessage(imported.message(), "import");
+    return;
+  }
+  const memplan::Graph& raw = imported.value();
+  // Bind like `plan --batch 2`, and every other input symbol to 3.
+  memplan::ShapeBindings bindings;
+  const std::string batch_symbol = memplan::BatchSymbol(raw);
+  if (!batch_symbol.empty()) bindings.batch = 2;
+  for (int id : raw.inputs) {
+    for (const memplan::Dim& d : raw.tensors[id].declared) {
+      if (!d.symbol.empty() && d.symbol != batch_symbol) bindings.dims[d.symbol] = 3;
+    }
+  }
+  memplan::Graph g = raw;
+  std::vector<std::string> warnings;
+  memplan::Status s = memplan::InferShapes(&g, bindings, &warnings);
+  if (!s.ok()) {
+    CheckMessage(s.message(), "shape inference");
+    return;
+  }
+  for (memplan::Mode mode : {memplan::Mode::kInference, memplan::Mode::kTrain}) {
+    memplan::PlanOptions options;
+    options.mode = mode;
+    if (mode == memplan::Mode::kTrain) options.precision = memplan::Precision::kAmpBf16;
+    memplan::Result<memplan::Plan> plan = memplan::MakePlan(g, bindings.batch, options);
+    if (!plan.ok()) {
+      CheckMessage(plan.message(), "plan");
+      continue;
+    }
+    if (plan->peak.allocated_bytes < 0 || plan->peak.reserved_bytes < plan->peak.allocated_bytes) {
+      std::fprintf(stderr, "fuzz_import: implausible peak %lld allocated, %lld reserved\n",
+                   static_cast<long long>(plan->peak.allocated_bytes),
+                   static_cast<long long>(plan->peak.reserved_bytes));
+      std::abort();
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  RunOne(data, size);
+  return 0;
+}
+
+#ifdef MEMPLAN_FUZZ_STANDALONE
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s FILE...\n", argv[0]);
+    return 2;
+  }
+  for (int i = 1; i < argc; ++i) {
+    std::ifstream f(argv[i], std::ios::binary);
+    if (!f) {
+      std::fprintf(stderr, "%s: cannot open\n", argv[i]);
+      return 2;
+    }
+    const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    RunOne(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  }
+  std::printf("fuzz_import: %d inputs ok\n", argc - 1);
+  return 0;
+}
+#endif
