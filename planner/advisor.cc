@@ -98,11 +98,12 @@ int64_t CountKernels(const Graph& g) {
 //   backward (again for what is recomputed), and the parameters, gradients and
 //   optimizer state streamed: forward read, backward read + gradient write, and
 //   the optimizer (SGD 3 passes, momentum 5, Adam/AdamW 7 + 2 for the foreach
-//   sqrt temporary), at memory_efficiency x the datasheet bandwidth.
+//   sqrt temporary, once per `accumulation` micro-steps), at
+//   memory_efficiency x the datasheet bandwidth.
 // - Launches: every kernel of forward, two per op in backward, one more per
 //   recomputed op, at launch_seconds each: what makes tiny batches slow.
 SpeedEstimate EstimateSpeed(const Plan& plan, int64_t saved, const DevicePreset& device,
-                            int64_t kernels, const SpeedModel& model) {
+                            int64_t kernels, const SpeedModel& model, int64_t accumulation) {
   SpeedEstimate s;
   const double fwd = static_cast<double>(plan.forward_flops);
   const double recompute_share = fwd > 0 ? plan.recompute_flops / fwd : 0.0;
@@ -119,7 +120,8 @@ SpeedEstimate EstimateSpeed(const Plan& plan, int64_t saved, const DevicePreset&
       break;
   }
   s.bytes = 2.0 * saved * (1.0 + recompute_share) +
-            static_cast<double>(plan.parameter_bytes) * (3.0 + opt_passes);
+            static_cast<double>(plan.parameter_bytes) *
+                (3.0 + opt_passes / static_cast<double>(std::max<int64_t>(1, accumulation)));
   const double peak = PeakFlops(device, plan.options.precision);
   s.compute_s = peak > 0 ? s.flops / (peak * model.compute_efficiency) : 0.0;
   s.memory_s =
@@ -277,9 +279,13 @@ Result<Advice> Advise(const Graph& g, const AdviseRequest& r) {
         }
         if (pl == CheckpointStrategy::kAll) b_all = c.batch;
       } else {
-        // Cheapest placement at the largest batch that checkpointing everything allows.
+        // The cheapest placement at the largest batch that checkpointing
+        // everything allows, or at the global batch when that lies between
+        // the largest batch without checkpointing and that one (no gradient
+        // accumulation then).
         if (b_all <= b_none || b_all == 0) continue;
-        const int64_t b = b_all;
+        const int64_t b =
+            r.global_batch > b_none && r.global_batch < b_all ? r.global_batch : b_all;
         auto none = s.At(b, p, {});
         if (!none.ok()) return none.status();
         auto every = s.At(b, p, FixedPlacement(advice.blocks, CheckpointStrategy::kAll));
@@ -339,7 +345,8 @@ Result<Advice> Advise(const Graph& g, const AdviseRequest& r) {
       const double fb = static_cast<double>(c.plan.forward_flops + c.plan.backward_flops);
       c.recompute_overhead = fb > 0 ? c.plan.recompute_flops / fb : 0.0;
       if (kernels < 0) kernels = CountKernels(g);
-      c.speed = EstimateSpeed(c.plan, probe.value()->saved, r.device, kernels, r.speed);
+      c.speed = EstimateSpeed(c.plan, probe.value()->saved, r.device, kernels, r.speed,
+                              c.grad_accumulation_steps);
       c.probes = s.plans() - plans_before;
       if (pl != CheckpointStrategy::kNone && c.batch > 0 && c.batch <= b_none) {
         // Dominated: no larger batch, and recomputation on top.

@@ -60,10 +60,12 @@ struct SpeedEstimate {
 /// breakdown when the timeline is empty).
 int64_t SavedActivationBytes(const Plan& plan);
 
-/// Roofline estimate of one training step of `plan` on `device`: `saved` from
-/// SavedActivationBytes, `kernels` the forward kernel count (CountKernels).
+/// Roofline estimate of one micro-step of `plan` on `device`: `saved` from
+/// SavedActivationBytes, `kernels` the forward kernel count (CountKernels);
+/// the optimizer runs once every `accumulation` micro-steps.
 SpeedEstimate EstimateSpeed(const Plan& plan, int64_t saved, const DevicePreset& device,
-                            int64_t kernels, const SpeedModel& model = SpeedModel());
+                            int64_t kernels, const SpeedModel& model = SpeedModel(),
+                            int64_t accumulation = 1);
 
 /// Forward ops that launch a kernel: differentiable, non-view ops.
 int64_t CountKernels(const Graph& g);
