@@ -1,0 +1,163 @@
+// `memplan advise` end to end: sizes, checkpoint blocks of the calibration
+// models, output formats and exit codes.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "cli/options.h"
+#include "gpu_probe/gpu_probe.h"
+#include "planner/checkpoint.h"
+
+namespace memplan {
+namespace {
+
+std::string ModelsDir() {
+  std::string f = __FILE__;  // .../cli/advise_test.cc
+  return f.substr(0, f.rfind("/cli/")) + "/models/";
+}
+
+struct CliRun {
+  int code = 0;
+  std::string out, err;
+};
+
+CliRun Advise(std::vector<std::string> args) {
+  CLI::App app{"memplan"};
+  CliState state;
+  AddAdviseCommand(&app, &state);
+  args.insert(args.begin(), "advise");
+  std::vector<const char*> argv = {"memplan"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  auto* old_out = std::cout.rdbuf(out.rdbuf());
+  auto* old_err = std::cerr.rdbuf(err.rdbuf());
+  CliRun r;
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+    r.code = state.exit_code;
+  } catch (const CLI::ParseError& e) {
+    r.code = kExitBadInput;
+    err << e.what();
+  }
+  std::cout.rdbuf(old_out);
+  std::cerr.rdbuf(old_err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+TEST(AdviseCli, SizesInBinaryAndDecimalUnits) {
+  EXPECT_EQ(ParseSize("24GiB").value(), 24LL << 30);
+  EXPECT_EQ(ParseSize("24GB").value(), 24000000000LL);
+  EXPECT_EQ(ParseSize("24000MiB").value(), 24000LL << 20);
+  EXPECT_EQ(ParseSize("1.5 GiB").value(), 3LL << 29);
+  EXPECT_EQ(ParseSize("1073741824").value(), 1LL << 30);
+  EXPECT_FALSE(ParseSize("24 parsecs").ok());
+  EXPECT_FALSE(ParseSize("GiB").ok());
+}
+
+BlockChain Blocks(const std::string& model) {
+  auto g = LoadGraph(ModelsDir() + model);
+  EXPECT_TRUE(g.ok()) << g.message();
+  return FindBlocks(g.value());
+}
+
+TEST(AdviseCli, Gpt2HasTwelveTransformerBlocks) {
+  BlockChain c = Blocks("gpt2_train.onnx");
+  EXPECT_EQ(c.pattern, "m.transformer.h.#");
+  ASSERT_EQ(c.blocks.size(), 12u);
+  EXPECT_EQ(c.blocks.front().module, "m.transformer.h.0");
+  EXPECT_EQ(c.blocks.back().module, "m.transformer.h.11");
+}
+
+TEST(AdviseCli, BertHasTwelveLayers) {
+  BlockChain c = Blocks("bert_base_train.onnx");
+  EXPECT_EQ(c.pattern, "m.bert.encoder.layer.#");
+  ASSERT_EQ(c.blocks.size(), 12u);
+  EXPECT_EQ(c.blocks[3].module, "m.bert.encoder.layer.3");
+}
+
+TEST(AdviseCli, ResNet50HasSixteenBottlenecks) {
+  BlockChain c = Blocks("resnet50_train.onnx");
+  EXPECT_EQ(c.pattern, "layer#.#");
+  ASSERT_EQ(c.blocks.size(), 16u);
+  EXPECT_EQ(c.blocks.front().module, "layer1.0");
+  EXPECT_EQ(c.blocks[3].module, "layer2.0");
+  EXPECT_EQ(c.blocks.back().module, "layer4.2");
+}
+
+TEST(AdviseCli, OtherCalibrationModels) {
+  EXPECT_EQ(Blocks("vit_b_16_train.onnx").blocks.size(), 12u);
+  EXPECT_EQ(Blocks("resnet18_train.onnx").blocks.size(), 8u);
+  EXPECT_EQ(Blocks("mobilenet_v2_train.onnx").pattern, "features.#");
+  // TorchScript exports name the same modules.
+  EXPECT_EQ(Blocks("resnet50_train_ts.onnx").blocks.size(), 16u);
+  EXPECT_EQ(Blocks("bert_base_train_ts.onnx").blocks.size(), 12u);
+}
+
+TEST(AdviseCli, JsonRecommendationFitsTheBudget) {
+  CliRun r = Advise({ModelsDir() + "resnet18_train.onnx", "--budget", "4GiB", "--precision",
+                     "fp32,amp_bf16", "--checkpoint", "none", "--format", "json", "--global-batch",
+                     "1000"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  const auto& rec = j["recommendation"];
+  EXPECT_EQ(j["budget"]["budget_bytes"], 4LL << 30);
+  EXPECT_EQ(j["budget"]["context_bytes"], kDefaultContextBytes);
+  EXPECT_LE(rec["peak"]["device_bytes"].get<int64_t>(), j["budget"]["usable_bytes"].get<int64_t>());
+  EXPECT_EQ(rec["peak"]["headroom_bytes"].get<int64_t>(),
+            (4LL << 30) - rec["peak"]["device_bytes"].get<int64_t>());
+  EXPECT_GE(rec["batch"].get<int64_t>() * rec["grad_accumulation_steps"].get<int64_t>(), 1000);
+  EXPECT_EQ(rec["checkpoint"], nlohmann::json::array());
+  EXPECT_NE(rec["snippet"].get<std::string>().find("ACCUM_STEPS = "), std::string::npos);
+  EXPECT_EQ(j["alternatives"].size(), 1u);
+}
+
+TEST(AdviseCli, DevicePresetSetsBudgetAndContext) {
+  CliRun r = Advise({ModelsDir() + "resnet18_train.onnx", "--device", "T4", "--checkpoint", "none",
+                     "--format", "json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["budget"]["budget_bytes"], 16LL << 30);
+  EXPECT_EQ(j["budget"]["context_bytes"], 512LL << 20);
+  // The T4 has no bf16: only amp_fp16 and fp32 are ranked.
+  EXPECT_EQ(j["recommendation"]["precision"], "amp_fp16");
+  EXPECT_EQ(j["notes"][0], "amp_bf16 skipped: NVIDIA T4 16GB has no bf16 support");
+}
+
+TEST(AdviseCli, MarkdownAndTableShowTheSnippet) {
+  for (const char* fmt : {"md", "table"}) {
+    CliRun r = Advise({ModelsDir() + "resnet18_train.onnx", "--budget", "3000MiB", "--precision",
+                       "amp_fp16", "--checkpoint", "none", "--format", fmt, "--reserve", "0"});
+    ASSERT_EQ(r.code, kExitOk) << r.err;
+    EXPECT_NE(r.out.find("torch.autocast(\"cuda\", dtype=torch.float16)"), std::string::npos);
+    EXPECT_NE(r.out.find("GradScaler"), std::string::npos);
+  }
+}
+
+TEST(AdviseCli, ExitCodes) {
+  EXPECT_EQ(Advise({ModelsDir() + "resnet18_train.onnx"}).code, kExitBadInput);
+  CliRun unknown = Advise({ModelsDir() + "resnet18_train.onnx", "--device", "h900"});
+  EXPECT_EQ(unknown.code, kExitBadInput);
+  EXPECT_NE(unknown.err.find("--device 'h900': unknown device (known: h200, h100-sxm"),
+            std::string::npos);
+  EXPECT_EQ(Advise({ModelsDir() + "resnet18_train.onnx", "--budget", "12 parsecs"}).code,
+            kExitBadInput);
+  EXPECT_EQ(
+      Advise({ModelsDir() + "resnet18_train.onnx", "--budget", "1GiB", "--margin", "120"}).code,
+      kExitBadInput);
+  CliRun tiny = Advise({ModelsDir() + "resnet18_train.onnx", "--budget", "100MiB"});
+  EXPECT_EQ(tiny.code, kExitOverBudget);
+  EXPECT_NE(tiny.out.find("nothing fits"), std::string::npos);
+  if (!GpuSupportBuilt()) {
+    CliRun aut = Advise({ModelsDir() + "resnet18_train.onnx", "--device", "auto"});
+    EXPECT_EQ(aut.code, kExitGpu);
+    EXPECT_NE(aut.err.find("--device auto needs a GPU build: "), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace memplan
