@@ -1,0 +1,189 @@
+// Advisor benchmark: for each calibration model (fp32 and amp_bf16, AdamW),
+// a budget equal to the measured reserved peak at two batches (32 and 64;
+// gpt2 was measured only up to 16, so 8 and 16 there), --reserve 0 and the
+// default 5 % margin. The advised batch must never exceed the true largest
+// batch that fits (linear interpolation between measured batches) and must be
+// at least 80 % of it. Then times the full search (every precision, every
+// checkpoint placement) on gpt2_train. plan_err: the planner's reserved peak at the
+// reference batch against the measurement (what the advisor inherits).
+//
+// Usage: advise_bench [--dir bench/calibration] [--models models]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/options.h"
+#include "planner/advisor.h"
+#include "planner/devices.h"
+
+namespace {
+
+using memplan::Graph;
+using nlohmann::json;
+
+// batch -> measured reserved peak (max over the three steps).
+using Curve = std::map<int64_t, int64_t>;
+
+std::map<std::string, Curve> ReadCurves(const std::string& path) {
+  std::map<std::string, Curve> curves;  // "model|precision"
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.empty()) continue;
+    json j = json::parse(line);
+    if (j.value("kind", "") != "train" || j.contains("error")) continue;
+    if (j.value("optimizer", "") != "adamw") continue;
+    if (j["attention"].is_string() && j["attention"] != "sdpa") continue;
+    int64_t reserved = 0;
+    for (const json& s : j["steps"]) reserved = std::max<int64_t>(reserved, s["reserved_peak"]);
+    curves[j["model"].get<std::string>() + "|" + j["precision"].get<std::string>()]
+          [j["batch"].get<int64_t>()] = reserved;
+  }
+  return curves;
+}
+
+// Largest batch b whose interpolated reserved peak is <= budget.
+double TrueLargest(const Curve& c, int64_t budget) {
+  double best = 0;
+  auto prev = c.end();
+  for (auto it = c.begin(); it != c.end(); prev = it, ++it) {
+    if (it->second <= budget) best = static_cast<double>(it->first);
+    if (prev != c.end() && prev->second <= budget && it->second > budget) {
+      const double t = static_cast<double>(budget - prev->second) / (it->second - prev->second);
+      return std::floor(prev->first + t * (it->first - prev->first));
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir = std::string(MEMPLAN_SOURCE_DIR) + "/bench/calibration";
+  std::string models = std::string(MEMPLAN_SOURCE_DIR) + "/models";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--dir") dir = argv[i + 1];
+    if (a == "--models") models = argv[i + 1];
+  }
+  const auto curves = ReadCurves(dir + "/measurements.jsonl");
+  const std::vector<std::string> names = {"resnet18", "resnet50",  "mobilenet_v2",
+                                          "vit_b_16", "bert_base", "gpt2"};
+  std::printf("%-13s %-9s %6s %12s %9s %7s %8s %6s %12s %8s  %s\n", "model", "precision", "ref_b",
+              "budget", "plan_err", "true_b", "advised", "ratio", "pred_reserv", "seconds",
+              "result");
+  int pass = 0, fail = 0;
+  for (const std::string& name : names) {
+    auto loaded = memplan::LoadGraph(models + "/" + name + "_train.onnx");
+    if (!loaded.ok()) {
+      std::printf("%s: %s\n", name.c_str(), loaded.message().c_str());
+      ++fail;
+      continue;
+    }
+    for (const std::string prec : {"fp32", "amp_bf16"}) {
+      auto it = curves.find(name + "|" + prec);
+      if (it == curves.end()) continue;
+      const Curve& c = it->second;
+      const std::vector<int64_t> refs =
+          name == "gpt2" ? std::vector<int64_t>{8, 16} : std::vector<int64_t>{32, 64};
+      for (int64_t ref : refs) {
+        if (!c.count(ref)) continue;
+        const int64_t budget = c.at(ref);
+        const double truth = TrueLargest(c, budget);
+        memplan::AdviseRequest r;
+        r.base.optimizer = memplan::Optimizer::kAdamW;
+        r.precisions = {memplan::ParsePrecision(prec).value()};
+        r.budget_bytes = budget;
+        r.margin = 0.05;
+        r.context_bytes = 0;
+        r.device = *memplan::FindDevice("h200");
+        // The planner's own error at the reference batch (what the advisor inherits).
+        double plan_err = 0;
+        {
+          memplan::ShapeBindings bind;
+          bind.batch = ref;
+          std::vector<std::string> warnings;
+          auto g = memplan::BindShapes(loaded.value(), bind, &warnings);
+          memplan::PlanOptions o;
+          o.mode = memplan::Mode::kTrain;
+          o.precision = r.precisions[0];
+          o.context_bytes = 0;
+          if (g.ok()) {
+            auto p = memplan::MakePlan(g.value(), ref, o);
+            if (p.ok()) {
+              const int64_t pred = std::max(p->steady.reserved_bytes, p->first_step.reserved_bytes);
+              plan_err = 100.0 * (static_cast<double>(pred) - budget) / budget;
+            }
+          }
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        auto advice = memplan::Advise(loaded.value(), r);
+        const double secs =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (!advice.ok()) {
+          std::printf("%-13s %-9s %6lld  error: %s\n", name.c_str(), prec.c_str(),
+                      static_cast<long long>(ref), advice.message().c_str());
+          ++fail;
+          continue;
+        }
+        int64_t advised = 0, predicted = 0;
+        if (!advice->ranked.empty()) {
+          advised = advice->ranked.front().batch;
+          predicted = advice->ranked.front().device_bytes;
+        }
+        const bool ok = advised <= truth && advised >= 0.8 * truth;
+        ok ? ++pass : ++fail;
+        std::printf("%-13s %-9s %6lld %12lld %+8.1f%% %7.0f %8lld %6.2f %12lld %8.3f  %s\n",
+                    name.c_str(), prec.c_str(), static_cast<long long>(ref),
+                    static_cast<long long>(budget), plan_err, truth,
+                    static_cast<long long>(advised), truth > 0 ? advised / truth : 0.0,
+                    static_cast<long long>(predicted), secs,
+                    ok ? "PASS" : (advised > truth ? "FAIL (above truth)" : "FAIL (< 80 %)"));
+      }
+    }
+  }
+  std::printf("\n%d passed, %d failed\n", pass, fail);
+
+  // Timing: `memplan advise models/gpt2_train.onnx --device h100-sxm` (every
+  // precision, --checkpoint auto), import included.
+  std::vector<double> times;
+  int plans = 0;
+  std::string rec;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto loaded = memplan::LoadGraph(models + "/gpt2_train.onnx");
+    if (!loaded.ok()) break;
+    memplan::AdviseRequest r;
+    r.device = *memplan::FindDevice("h100-sxm");
+    r.budget_bytes = r.device.memory_bytes;
+    r.context_bytes = r.device.context_bytes;
+    r.precisions = {memplan::Precision::kAmpBf16, memplan::Precision::kAmpFp16,
+                    memplan::Precision::kFp32};
+    r.checkpoint = true;
+    auto advice = memplan::Advise(loaded.value(), r);
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (advice.ok()) {
+      plans = advice->plans;
+      if (!advice->ranked.empty()) {
+        const auto& c = advice->ranked.front();
+        rec = std::string(memplan::PrecisionName(c.precision)) + " batch " +
+              std::to_string(c.batch) + ", " + std::to_string(c.checkpoint.size()) +
+              " checkpointed";
+      }
+    }
+  }
+  std::sort(times.begin(), times.end());
+  if (!times.empty()) {
+    std::printf(
+        "\nfull advise on gpt2_train (h100-sxm, 3 precisions, checkpoint auto): "
+        "median %.3f s over %zu runs (min %.3f, max %.3f), %d plans; %s\n",
+        times[times.size() / 2], times.size(), times.front(), times.back(), plans, rec.c_str());
+  }
+  return fail == 0 ? 0 : 1;
+}
