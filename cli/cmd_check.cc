@@ -59,15 +59,21 @@ class Progress {
   Progress() : tty_(isatty(2) == 1), start_(std::chrono::steady_clock::now()) {}
   ~Progress() { Clear(); }
   void Step(size_t i, size_t n, const std::string& label) {
-    if (!tty_) return;
+    if (!tty_) {
+      return;
+    }
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    if (s < 1.0 && !shown_) return;
+    if (s < 1.0 && !shown_) {
+      return;
+    }
     std::cerr << "\r\033[K[" << i << "/" << n << "] " << label << std::flush;
     shown_ = true;
   }
   void Clear() {
-    if (shown_) std::cerr << "\r\033[K" << std::flush;
+    if (shown_) {
+      std::cerr << "\r\033[K" << std::flush;
+    }
     shown_ = false;
   }
 
@@ -85,7 +91,9 @@ Result<std::pair<int64_t, std::string>> DeviceBudget(const std::string& device, 
   const DevicePreset* d = FindDevice(device);
   if (d == nullptr) {
     std::string names;
-    for (const DevicePreset& p : ListDevices()) names += (names.empty() ? "" : ", ") + p.name;
+    for (const DevicePreset& p : ListDevices()) {
+      names += (names.empty() ? "" : ", ") + p.name;
+    }
     return Status::Error("unknown device '" + device + "' (known: " + names + ")");
   }
   const int64_t bytes =
@@ -121,7 +129,9 @@ const std::set<std::string> kCheckKeys = {
 
 Status Choice(const nlohmann::json& v, const std::string& key,
               const std::vector<std::string>& allowed, std::string* out) {
-  if (!v.is_string()) return Status::Error("'" + key + "' must be a string, got " + Show(v));
+  if (!v.is_string()) {
+    return Status::Error("'" + key + "' must be a string, got " + Show(v));
+  }
   const std::string s = v.get<std::string>();
   for (const std::string& a : allowed) {
     if (s == a) {
@@ -130,7 +140,9 @@ Status Choice(const nlohmann::json& v, const std::string& key,
     }
   }
   std::string list;
-  for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
+  for (const std::string& a : allowed) {
+    list += (list.empty() ? "" : ", ") + a;
+  }
   return Status::Error("'" + key + "': '" + s + "' is not one of " + list);
 }
 
@@ -138,21 +150,26 @@ Status Choice(const nlohmann::json& v, const std::string& key,
 Status ApplyKey(const std::string& key, const nlohmann::json& v, CheckSpec* spec,
                 std::string* device, double* margin, bool* has_margin) {
   if (key == "name") {
-    if (!v.is_string() || v.get<std::string>().empty())
+    if (!v.is_string() || v.get<std::string>().empty()) {
       return Status::Error("'name' must be a non-empty string");
+    }
     spec->name = v.get<std::string>();
   } else if (key == "model") {
-    if (!v.is_string() || v.get<std::string>().empty())
+    if (!v.is_string() || v.get<std::string>().empty()) {
       return Status::Error("'model' must be a path string");
+    }
     spec->model = v.get<std::string>();
   } else if (key == "mode") {
     return Choice(v, key, {"train", "inference"}, &spec->plan_flags.mode);
   } else if (key == "batch") {
-    if (!v.is_number_integer() || v.get<int64_t>() <= 0)
+    if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
       return Status::Error("'batch' must be a positive integer, got " + Show(v));
+    }
     spec->model_flags.batch = v.get<int64_t>();
   } else if (key == "dims") {
-    if (!v.is_object()) return Status::Error("'dims' must be an object {\"NAME\": VALUE}");
+    if (!v.is_object()) {
+      return Status::Error("'dims' must be an object {\"NAME\": VALUE}");
+    }
     spec->model_flags.dims.clear();
     for (auto it = v.begin(); it != v.end(); ++it) {
       if (!it.value().is_number_integer() || it.value().get<int64_t>() <= 0) {
@@ -174,9 +191,13 @@ Status ApplyKey(const std::string& key, const nlohmann::json& v, CheckSpec* spec
   } else if (key == "allocator") {
     return Choice(v, key, {"default", "expandable"}, &spec->plan_flags.allocator);
   } else if (key == "reserve") {
-    if (!v.is_string()) return Status::Error("'reserve' must be a size string like \"767MiB\"");
+    if (!v.is_string()) {
+      return Status::Error("'reserve' must be a size string like \"767MiB\"");
+    }
     auto r = ParseSize(v.get<std::string>());
-    if (!r.ok()) return Status::Error("'reserve': " + r.message());
+    if (!r.ok()) {
+      return Status::Error("'reserve': " + r.message());
+    }
     spec->plan_flags.reserve = v.get<std::string>();
   } else if (key == "checkpoint") {
     spec->plan_flags.checkpoint.clear();
@@ -184,7 +205,9 @@ Status ApplyKey(const std::string& key, const nlohmann::json& v, CheckSpec* spec
       spec->plan_flags.checkpoint.push_back(v.get<std::string>());
     } else if (v.is_array()) {
       for (const auto& e : v) {
-        if (!e.is_string()) return Status::Error("'checkpoint' must list module names");
+        if (!e.is_string()) {
+          return Status::Error("'checkpoint' must list module names");
+        }
         spec->plan_flags.checkpoint.push_back(e.get<std::string>());
       }
     } else {
@@ -196,7 +219,9 @@ Status ApplyKey(const std::string& key, const nlohmann::json& v, CheckSpec* spec
       spec->budget_text = std::to_string(spec->budget);
     } else if (v.is_string()) {
       auto r = ParseSize(v.get<std::string>());
-      if (!r.ok()) return Status::Error("'budget': " + r.message());
+      if (!r.ok()) {
+        return Status::Error("'budget': " + r.message());
+      }
       spec->budget = r.value();
       spec->budget_text = v.get<std::string>();
     } else {
@@ -204,12 +229,15 @@ Status ApplyKey(const std::string& key, const nlohmann::json& v, CheckSpec* spec
     }
     device->clear();
   } else if (key == "device") {
-    if (!v.is_string()) return Status::Error("'device' must be a device name string");
+    if (!v.is_string()) {
+      return Status::Error("'device' must be a device name string");
+    }
     *device = v.get<std::string>();
     spec->budget = -1;
   } else if (key == "margin") {
-    if (!v.is_number() || v.get<double>() < 0 || v.get<double>() >= 100)
+    if (!v.is_number() || v.get<double>() < 0 || v.get<double>() >= 100) {
       return Status::Error("'margin' must be a percent in [0, 100), got " + Show(v));
+    }
     *margin = v.get<double>();
     *has_margin = true;
   } else {
@@ -220,7 +248,9 @@ Status ApplyKey(const std::string& key, const nlohmann::json& v, CheckSpec* spec
 
 Result<std::vector<CheckSpec>> LoadConfig(const std::string& path, std::string* metric) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error(path + ": cannot open the budget file");
+  if (!in) {
+    return Status::Error(path + ": cannot open the budget file");
+  }
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string text = ss.str();
@@ -240,7 +270,9 @@ Result<std::vector<CheckSpec>> LoadConfig(const std::string& path, std::string* 
     }
     std::string what = e.what();
     const size_t colon = what.rfind(": ");
-    if (colon != std::string::npos) what = what.substr(colon + 2);
+    if (colon != std::string::npos) {
+      what = what.substr(colon + 2);
+    }
     return Status::Error(path + ":" + std::to_string(line) + ":" + std::to_string(col) +
                          ": invalid JSON: " + what);
   }
@@ -259,13 +291,16 @@ Result<std::vector<CheckSpec>> LoadConfig(const std::string& path, std::string* 
         }
         *metric = it.value().get<std::string>();
       } else if (it.key() == "version") {
-        if (!it.value().is_number_integer() || it.value().get<int>() != 1)
+        if (!it.value().is_number_integer() || it.value().get<int>() != 1) {
           return Status::Error(path + ": 'version' must be 1");
+        }
       } else {
         return Status::Error(path + ": unknown key '" + it.key() + "'");
       }
     }
-    if (!defaults.is_object()) return Status::Error(path + ": 'defaults' must be an object");
+    if (!defaults.is_object()) {
+      return Status::Error(path + ": 'defaults' must be an object");
+    }
   } else {
     return Status::Error(path + ": expected an object with 'checks' or a list of checks");
   }
@@ -282,23 +317,33 @@ Result<std::vector<CheckSpec>> LoadConfig(const std::string& path, std::string* 
       return Status::Error(path + ": defaults: unknown key '" + it.key() + "'");
     }
     Status s = ApplyKey(it.key(), it.value(), &base, &dev0, &margin0, &has_margin0);
-    if (!s.ok()) return Status::Error(path + ": defaults: " + s.message());
+    if (!s.ok()) {
+      return Status::Error(path + ": defaults: " + s.message());
+    }
   }
   for (size_t i = 0; i < checks.size(); ++i) {
     const std::string where = path + ": checks[" + std::to_string(i) + "]";
-    if (!checks[i].is_object()) return Status::Error(where + ": expected an object");
+    if (!checks[i].is_object()) {
+      return Status::Error(where + ": expected an object");
+    }
     CheckSpec spec = base;
     std::string device = dev0;
     double margin = margin0;
     bool has_margin = has_margin0;
     for (auto it = checks[i].begin(); it != checks[i].end(); ++it) {
       Status s = ApplyKey(it.key(), it.value(), &spec, &device, &margin, &has_margin);
-      if (!s.ok()) return Status::Error(where + ": " + s.message());
+      if (!s.ok()) {
+        return Status::Error(where + ": " + s.message());
+      }
     }
-    if (spec.model.empty()) return Status::Error(where + ": missing 'model'");
+    if (spec.model.empty()) {
+      return Status::Error(where + ": missing 'model'");
+    }
     if (!device.empty()) {
       auto b = DeviceBudget(device, margin);
-      if (!b.ok()) return Status::Error(where + ": " + b.message());
+      if (!b.ok()) {
+        return Status::Error(where + ": " + b.message());
+      }
       spec.budget = b->first;
       spec.budget_text = b->second;
     } else if (has_margin && spec.budget >= 0 && checks[i].contains("margin")) {
@@ -313,26 +358,40 @@ Result<std::vector<CheckSpec>> LoadConfig(const std::string& path, std::string* 
 }
 
 int Bad(const std::string& message) {
-  if (InGithubActions()) std::cerr << GithubAnnotation("error", "", "memplan", message);
+  if (InGithubActions()) {
+    std::cerr << GithubAnnotation("error", "", "memplan", message);
+  }
   return Fail(message);
 }
 
 Status WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
-  if (!out) return Status::Error(path + ": cannot write");
+  if (!out) {
+    return Status::Error(path + ": cannot write");
+  }
   out << text;
   out.close();
-  if (!out) return Status::Error(path + ": write failed");
+  if (!out) {
+    return Status::Error(path + ": write failed");
+  }
   return Status();
 }
 
 // Renders `cases` in `format`.
 std::string Render(const std::string& format, const std::vector<ReportCase>& cases,
                    const std::string& title) {
-  if (format == "json") return CheckJson(cases).dump(2) + "\n";
-  if (format == "md") return CheckMarkdown(title, cases);
-  if (format == "junit") return CheckJUnit(title, cases);
-  if (format == "html") return CheckHtml(title, cases);
+  if (format == "json") {
+    return CheckJson(cases).dump(2) + "\n";
+  }
+  if (format == "md") {
+    return CheckMarkdown(title, cases);
+  }
+  if (format == "junit") {
+    return CheckJUnit(title, cases);
+  }
+  if (format == "html") {
+    return CheckHtml(title, cases);
+  }
   return CheckTable(cases);
 }
 
@@ -341,17 +400,29 @@ Result<std::string> FormatOfPath(const std::string& path) {
     return path.size() >= ext.size() &&
            path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
   };
-  if (ends(".json")) return std::string("json");
-  if (ends(".md")) return std::string("md");
-  if (ends(".xml")) return std::string("junit");
-  if (ends(".html") || ends(".htm")) return std::string("html");
-  if (ends(".txt")) return std::string("table");
+  if (ends(".json")) {
+    return std::string("json");
+  }
+  if (ends(".md")) {
+    return std::string("md");
+  }
+  if (ends(".xml")) {
+    return std::string("junit");
+  }
+  if (ends(".html") || ends(".htm")) {
+    return std::string("html");
+  }
+  if (ends(".txt")) {
+    return std::string("table");
+  }
   return Status::Error("--report " + path + ": unknown extension (.json, .md, .xml, .html, .txt)");
 }
 
 int RunCheck(const CheckArgs& a) {
   auto metric_r = ParseMetric(a.metric);
-  if (!metric_r.ok()) return Bad("--metric: " + metric_r.message());
+  if (!metric_r.ok()) {
+    return Bad("--metric: " + metric_r.message());
+  }
   std::string metric_name = a.metric;
   // What to check.
   std::vector<CheckSpec> specs;
@@ -369,29 +440,42 @@ int RunCheck(const CheckArgs& a) {
     }
     const std::string cli_metric = a.cmd->count("--metric") > 0 ? a.metric : "";
     auto loaded = LoadConfig(a.config, &metric_name);
-    if (!loaded.ok()) return Bad(loaded.message());
-    if (!cli_metric.empty()) metric_name = cli_metric;
+    if (!loaded.ok()) {
+      return Bad(loaded.message());
+    }
+    if (!cli_metric.empty()) {
+      metric_name = cli_metric;
+    }
     specs = loaded.value();
   } else {
-    if (a.model.model.empty()) return Bad("check needs MODEL or --config FILE");
+    if (a.model.model.empty()) {
+      return Bad("check needs MODEL or --config FILE");
+    }
     CheckSpec spec;
     spec.where = a.model.model;
     spec.model = spec.model_path = spec.file = a.model.model;
     spec.model_flags = a.model;
     spec.plan_flags = a.plan;
-    if (!a.budget.empty() && !a.device.empty()) return Bad("give --budget or --device, not both");
+    if (!a.budget.empty() && !a.device.empty()) {
+      return Bad("give --budget or --device, not both");
+    }
+    if (a.device.empty() && a.cmd->count("--margin") > 0) {
+      return Bad("--margin needs --device");
+    }
     if (!a.budget.empty()) {
       auto b = ParseSize(a.budget);
-      if (!b.ok()) return Bad("--budget: " + b.message());
+      if (!b.ok()) {
+        return Bad("--budget: " + b.message());
+      }
       spec.budget = b.value();
       spec.budget_text = a.budget;
     } else if (!a.device.empty()) {
       auto b = DeviceBudget(a.device, a.margin);
-      if (!b.ok()) return Bad("--device: " + b.message());
+      if (!b.ok()) {
+        return Bad("--device: " + b.message());
+      }
       spec.budget = b->first;
       spec.budget_text = b->second;
-    } else if (a.cmd->count("--margin") > 0) {
-      return Bad("--margin needs --device");
     }
     specs.push_back(spec);
   }
@@ -403,12 +487,16 @@ int RunCheck(const CheckArgs& a) {
                  "'budget' or 'device')");
     }
   }
-  if (!(a.max_increase >= 0)) return Bad("--max-increase must be a percent >= 0");
+  if (!(a.max_increase >= 0)) {
+    return Bad("--max-increase must be a percent >= 0");
+  }
   // The previous run.
   std::map<std::string, nlohmann::json> baseline;
   if (!a.baseline.empty()) {
     std::ifstream in(a.baseline, std::ios::binary);
-    if (!in) return Bad(a.baseline + ": cannot open the baseline");
+    if (!in) {
+      return Bad(a.baseline + ": cannot open the baseline");
+    }
     nlohmann::json doc;
     try {
       doc = nlohmann::json::parse(in);
@@ -416,13 +504,17 @@ int RunCheck(const CheckArgs& a) {
       return Bad(a.baseline + ": invalid JSON (" + std::string(e.what()) + ")");
     }
     auto b = ParseBaseline(doc);
-    if (!b.ok()) return Bad(a.baseline + ": " + b.message());
+    if (!b.ok()) {
+      return Bad(a.baseline + ": " + b.message());
+    }
     baseline = b.value();
   }
   std::vector<std::string> formats;
   for (const std::string& r : a.reports) {
     auto f = FormatOfPath(r);
-    if (!f.ok()) return Bad(f.message());
+    if (!f.ok()) {
+      return Bad(f.message());
+    }
     formats.push_back(f.value());
   }
 
@@ -431,45 +523,64 @@ int RunCheck(const CheckArgs& a) {
   std::vector<ReportCase> cases;
   std::set<std::string> names;
   Progress progress;
+  std::set<std::string> printed;
+  auto bad = [&progress](const std::string& message) {
+    progress.Clear();
+    return Bad(message);
+  };
   for (size_t i = 0; i < specs.size(); ++i) {
     const CheckSpec& s = specs[i];
-    progress.Step(i + 1, specs.size(), Basename(s.model));
+    progress.Step(i + 1, specs.size(),
+                  Basename(s.model) + (s.model_flags.batch > 0
+                                           ? " batch " + std::to_string(s.model_flags.batch)
+                                           : std::string()));
     const auto t0 = std::chrono::steady_clock::now();
     auto g = graphs.find(s.model_path);
     if (g == graphs.end()) {
       auto loaded = LoadGraph(s.model_path);
       if (!loaded.ok()) {
-        progress.Clear();
-        return Bad(s.where == s.model ? loaded.message() : s.where + ": " + loaded.message());
+        return bad(s.where == s.model ? loaded.message() : s.where + ": " + loaded.message());
       }
       g = graphs.emplace(s.model_path, std::move(loaded.value())).first;
     }
     const std::string where = s.where == s.model ? s.model : s.where + " (" + s.model + ")";
     auto bindings = ToBindings(s.model_flags);
-    if (!bindings.ok()) return Bad(where + ": " + bindings.message());
+    if (!bindings.ok()) {
+      return bad(where + ": " + bindings.message());
+    }
     auto options = ToPlanOptions(s.plan_flags);
-    if (!options.ok()) return Bad(where + ": " + options.message());
+    if (!options.ok()) {
+      return bad(where + ": " + options.message());
+    }
     std::vector<std::string> warnings;
     auto bound = BindShapes(g->second, bindings.value(), &warnings);
     if (!bound.ok()) {
-      progress.Clear();
-      return Bad(where + ": " + bound.message());
+      return bad(where + ": " + bound.message());
     }
     auto plan = MakePlan(bound.value(), bindings->batch, options.value());
     if (!plan.ok()) {
-      progress.Clear();
-      return Bad(where + ": " + plan.message());
+      return bad(where + ": " + plan.message());
     }
-    progress.Clear();
-    PrintWarnings(warnings);
-    PrintWarnings(plan->warnings);
+    // Each distinct warning once (a model checked at several batches repeats them).
+    std::vector<std::string> fresh;
+    for (const std::vector<std::string>* list : {&warnings, &plan->warnings}) {
+      for (const std::string& w : *list) {
+        if (printed.insert(w).second) {
+          fresh.push_back(w);
+        }
+      }
+    }
+    if (!fresh.empty()) {
+      progress.Clear();
+      PrintWarnings(fresh);
+    }
     ReportCase c;
     c.model = s.model;
     c.file = s.file;
     c.plan = std::move(plan.value());
     c.name = s.name.empty() ? Basename(s.model) + " " + ConfigLabel(c.plan) : s.name;
     if (!names.insert(c.name).second) {
-      return Bad(s.where + ": two checks are named '" + c.name +
+      return bad(s.where + ": two checks are named '" + c.name +
                  "' (set 'name' to tell them apart)");
     }
     c.metric = metric;
@@ -477,8 +588,9 @@ int RunCheck(const CheckArgs& a) {
     c.budget_text = s.budget_text;
     c.max_increase_pct = a.max_increase;
     auto b = baseline.find(c.name);
-    if (b != baseline.end())
-      c.baseline_bytes = b->second[std::string(MetricName(metric)) + "_bytes"];
+    if (b != baseline.end()) {
+      c.baseline_bytes = b->second[std::string(MetricName(metric)) + "_bytes"].get<int64_t>();
+    }
     c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     cases.push_back(std::move(c));
   }
@@ -488,14 +600,20 @@ int RunCheck(const CheckArgs& a) {
       a.config.empty() ? "memplan check: " + Basename(a.model.model) : "memplan check: " + a.config;
   for (size_t i = 0; i < a.reports.size(); ++i) {
     Status s = WriteFile(a.reports[i], Render(formats[i], cases, title));
-    if (!s.ok()) return Bad(s.message());
+    if (!s.ok()) {
+      return Bad(s.message());
+    }
   }
   if (!a.timeline.empty()) {
     Status s = WriteFile(a.timeline, CheckTimelineSvg(cases));
-    if (!s.ok()) return Bad(s.message());
+    if (!s.ok()) {
+      return Bad(s.message());
+    }
   }
   std::cout << Render(a.format, cases, title) << std::flush;
-  if (InGithubActions()) std::cerr << CheckAnnotations(cases);
+  if (InGithubActions()) {
+    std::cerr << CheckAnnotations(cases);
+  }
   return CheckExitCode(cases);
 }
 

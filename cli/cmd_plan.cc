@@ -19,17 +19,27 @@ struct PlanArgs {
 
 int RunPlan(const PlanArgs& a) {
   auto loaded = LoadGraph(a.model.model);
-  if (!loaded.ok()) return Fail(loaded.message());
+  if (!loaded.ok()) {
+    return Fail(loaded.message());
+  }
   auto bindings = ToBindings(a.model);
-  if (!bindings.ok()) return Fail(bindings.message());
+  if (!bindings.ok()) {
+    return Fail(bindings.message());
+  }
   auto options = ToPlanOptions(a.plan);
-  if (!options.ok()) return Fail(options.message());
+  if (!options.ok()) {
+    return Fail(options.message());
+  }
   std::vector<std::string> warnings;
   auto g = BindShapes(loaded.value(), bindings.value(), &warnings);
-  if (!g.ok()) return Fail(g.message());
+  if (!g.ok()) {
+    return Fail(g.message());
+  }
   PrintWarnings(warnings);
   auto plan = MakePlan(g.value(), bindings->batch, options.value());
-  if (!plan.ok()) return Fail(plan.message());
+  if (!plan.ok()) {
+    return Fail(plan.message());
+  }
   PrintWarnings(plan->warnings);
   // md, junit and html reuse the check report with no budget.
   ReportCase c;
@@ -44,7 +54,9 @@ int RunPlan(const PlanArgs& a) {
     std::ofstream out(a.timeline, std::ios::binary);
     out << CheckTimelineSvg({c});
     out.close();
-    if (!out) return Fail(a.timeline + ": cannot write");
+    if (!out) {
+      return Fail(a.timeline + ": cannot write");
+    }
   }
   const std::string title = "memplan plan: " + c.name;
   if (a.format == "json") {

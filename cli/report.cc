@@ -64,7 +64,9 @@ std::string MarkdownTable(const std::vector<std::string>& header,
                           const std::vector<bool>& right) {
   std::ostringstream os;
   os << "|";
-  for (const std::string& h : header) os << " " << MarkdownCell(h) << " |";
+  for (const std::string& h : header) {
+    os << " " << MarkdownCell(h) << " |";
+  }
   os << "\n|";
   for (size_t i = 0; i < header.size(); ++i) {
     os << (i < right.size() && right[i] ? " ---: |" : " --- |");
@@ -124,7 +126,9 @@ std::string JUnitXml(const std::string& suite, const std::vector<JUnitCase>& cas
   int failures = 0;
   double total = 0;
   for (const JUnitCase& c : cases) {
-    if (!c.failure_message.empty()) ++failures;
+    if (!c.failure_message.empty()) {
+      ++failures;
+    }
     total += c.seconds;
   }
   char t[32];
@@ -185,8 +189,12 @@ std::string GithubEscape(const std::string& s, bool property) {
 std::string GithubAnnotation(const std::string& level, const std::string& file,
                              const std::string& title, const std::string& message) {
   std::string props;
-  if (!file.empty()) props += "file=" + GithubEscape(file, true);
-  if (!title.empty()) props += (props.empty() ? "" : ",") + ("title=" + GithubEscape(title, true));
+  if (!file.empty()) {
+    props += "file=" + GithubEscape(file, true);
+  }
+  if (!title.empty()) {
+    props += (props.empty() ? "" : ",") + ("title=" + GithubEscape(title, true));
+  }
   return "::" + level + (props.empty() ? "" : " " + props) + "::" + GithubEscape(message, false) +
          "\n";
 }
@@ -211,9 +219,15 @@ const char* MetricName(Metric m) {
 }
 
 Result<Metric> ParseMetric(const std::string& s) {
-  if (s == "allocated") return Metric::kAllocated;
-  if (s == "reserved") return Metric::kReserved;
-  if (s == "device") return Metric::kDevice;
+  if (s == "allocated") {
+    return Metric::kAllocated;
+  }
+  if (s == "reserved") {
+    return Metric::kReserved;
+  }
+  if (s == "device") {
+    return Metric::kDevice;
+  }
   return Status::Error("unknown metric '" + s + "' (allocated, reserved, device)");
 }
 
@@ -244,16 +258,22 @@ const char* CheckStatusName(CheckStatus s) {
 }
 
 double ReportCase::increase_pct() const {
-  if (baseline_bytes <= 0) return 0;
+  if (baseline_bytes <= 0) {
+    return 0;
+  }
   return 100.0 * (static_cast<double>(value()) - static_cast<double>(baseline_bytes)) /
          static_cast<double>(baseline_bytes);
 }
 
 CheckStatus ReportCase::status() const {
-  if (budget_bytes >= 0 && value() > budget_bytes) return CheckStatus::kOverBudget;
+  if (budget_bytes >= 0 && value() > budget_bytes) {
+    return CheckStatus::kOverBudget;
+  }
   if (baseline_bytes >= 0) {
     const double limit = static_cast<double>(baseline_bytes) * (1.0 + max_increase_pct / 100.0);
-    if (static_cast<double>(value()) > limit) return CheckStatus::kRegression;
+    if (static_cast<double>(value()) > limit) {
+      return CheckStatus::kRegression;
+    }
   }
   return budget_bytes >= 0 ? CheckStatus::kPass : CheckStatus::kNoBudget;
 }
@@ -264,11 +284,19 @@ std::string ConfigLabel(const Plan& plan) {
   os << ModeName(o.mode) << " b" << plan.batch << " " << PrecisionName(o.precision);
   if (o.mode == Mode::kTrain) {
     os << " " << OptimizerName(o.optimizer);
-    if (o.step == StepKind::kFirst) os << " first-step";
-    if (!o.checkpoint_segments.empty()) os << " ckpt" << o.checkpoint_segments.size();
+    if (o.step == StepKind::kFirst) {
+      os << " first-step";
+    }
+    if (!o.checkpoint_segments.empty()) {
+      os << " ckpt" << o.checkpoint_segments.size();
+    }
   }
-  if (o.attention == Attention::kEager) os << " eager-attn";
-  if (o.allocator.expandable_segments) os << " expandable";
+  if (o.attention == Attention::kEager) {
+    os << " eager-attn";
+  }
+  if (o.allocator.expandable_segments) {
+    os << " expandable";
+  }
   return os.str();
 }
 
@@ -308,14 +336,20 @@ std::string StatusText(const ReportCase& c) {
 }
 
 std::string BudgetCell(const ReportCase& c) {
-  if (c.budget_bytes < 0) return "-";
+  if (c.budget_bytes < 0) {
+    return "-";
+  }
   std::string s = FormatBytes(c.budget_bytes);
-  if (!c.budget_text.empty() && c.budget_text != s) s += " (" + c.budget_text + ")";
+  if (!c.budget_text.empty() && c.budget_text != s) {
+    s += " (" + c.budget_text + ")";
+  }
   return s;
 }
 
 std::string BaselineCell(const ReportCase& c) {
-  if (c.baseline_bytes < 0) return "-";
+  if (c.baseline_bytes < 0) {
+    return "-";
+  }
   return FormatBytes(c.baseline_bytes) + " (" + Pct(c.increase_pct()) + ")";
 }
 
@@ -341,7 +375,9 @@ std::string FailureText(const ReportCase& c) {
 
 int CheckExitCode(const std::vector<ReportCase>& cases) {
   for (const ReportCase& c : cases) {
-    if (Failed(c)) return 1;
+    if (Failed(c)) {
+      return 1;
+    }
   }
   return 0;
 }
@@ -352,9 +388,15 @@ nlohmann::json CheckJson(const std::vector<ReportCase>& cases) {
   nlohmann::json list = nlohmann::json::array();
   for (const ReportCase& c : cases) {
     const CheckStatus s = c.status();
-    if (s == CheckStatus::kOverBudget) ++over;
-    if (s == CheckStatus::kRegression) ++regressed;
-    if (!Failed(c)) ++passed;
+    if (s == CheckStatus::kOverBudget) {
+      ++over;
+    }
+    if (s == CheckStatus::kRegression) {
+      ++regressed;
+    }
+    if (!Failed(c)) {
+      ++passed;
+    }
     nlohmann::json j;
     j["name"] = c.name;
     j["model"] = c.model;
@@ -414,10 +456,14 @@ Result<std::map<std::string, nlohmann::json>> ParseBaseline(const nlohmann::json
 std::string CheckTable(const std::vector<ReportCase>& cases) {
   std::vector<std::vector<std::string>> rows;
   bool any_baseline = false;
-  for (const ReportCase& c : cases) any_baseline |= c.baseline_bytes >= 0;
+  for (const ReportCase& c : cases) {
+    any_baseline |= c.baseline_bytes >= 0;
+  }
   std::vector<std::string> header = {"check",  "allocated", "reserved", "device",
                                      "budget", "headroom",  "status"};
-  if (any_baseline) header.insert(header.end() - 1, "baseline");
+  if (any_baseline) {
+    header.insert(header.end() - 1, "baseline");
+  }
   for (const ReportCase& c : cases) {
     const Peak& p = c.plan.peak;
     std::vector<std::string> r = {c.name,
@@ -427,13 +473,19 @@ std::string CheckTable(const std::vector<ReportCase>& cases) {
                                   c.budget_bytes >= 0 ? FormatBytes(c.budget_bytes) : "-",
                                   c.budget_bytes >= 0 ? SignedBytes(c.headroom()) : "-",
                                   StatusText(c)};
-    if (any_baseline) r.insert(r.end() - 1, BaselineCell(c));
+    if (any_baseline) {
+      r.insert(r.end() - 1, BaselineCell(c));
+    }
     rows.push_back(r);
   }
   std::vector<size_t> width(header.size());
-  for (size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();
+  for (size_t i = 0; i < header.size(); ++i) {
+    width[i] = header[i].size();
+  }
   for (const auto& r : rows) {
-    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+    for (size_t i = 0; i < r.size(); ++i) {
+      width[i] = std::max(width[i], r[i].size());
+    }
   }
   std::ostringstream os;
   auto line = [&](const std::vector<std::string>& r) {
@@ -441,21 +493,31 @@ std::string CheckTable(const std::vector<ReportCase>& cases) {
     for (size_t i = 0; i < r.size(); ++i) {
       const std::string pad(width[i] - r[i].size(), ' ');
       s += (i == 0 || i + 1 == r.size()) ? r[i] + pad : pad + r[i];
-      if (i + 1 < r.size()) s += "  ";
+      if (i + 1 < r.size()) {
+        s += "  ";
+      }
     }
-    while (!s.empty() && s.back() == ' ') s.pop_back();
+    while (!s.empty() && s.back() == ' ') {
+      s.pop_back();
+    }
     os << s << "\n";
   };
   line(header);
-  for (const auto& r : rows) line(r);
+  for (const auto& r : rows) {
+    line(r);
+  }
   int failed = 0;
-  for (const ReportCase& c : cases) failed += Failed(c) ? 1 : 0;
+  for (const ReportCase& c : cases) {
+    failed += Failed(c) ? 1 : 0;
+  }
   os << "\n"
      << (cases.size() - failed) << " of " << cases.size() << " within budget"
      << (cases.empty() ? "" : std::string(" (metric: ") + MetricName(cases[0].metric) + ")")
      << "\n";
   for (const ReportCase& c : cases) {
-    if (Failed(c)) os << "  " << FailureText(c) << "\n";
+    if (Failed(c)) {
+      os << "  " << FailureText(c) << "\n";
+    }
   }
   return os.str();
 }
@@ -478,7 +540,9 @@ std::string CheckMarkdown(const std::string& title, const std::vector<ReportCase
   // One table per model, in order of first appearance.
   std::vector<std::string> models;
   for (const ReportCase& c : cases) {
-    if (std::find(models.begin(), models.end(), c.model) == models.end()) models.push_back(c.model);
+    if (std::find(models.begin(), models.end(), c.model) == models.end()) {
+      models.push_back(c.model);
+    }
   }
   for (const std::string& m : models) {
     os << "### `" << MarkdownCell(Basename(m)) << "`\n\n";
@@ -491,7 +555,9 @@ std::string CheckMarkdown(const std::string& title, const std::vector<ReportCase
     }
     std::vector<std::vector<std::string>> rows;
     for (const ReportCase& c : cases) {
-      if (c.model != m) continue;
+      if (c.model != m) {
+        continue;
+      }
       const Peak& p = c.plan.peak;
       std::string status;
       switch (c.status()) {
@@ -518,7 +584,9 @@ std::string CheckMarkdown(const std::string& title, const std::vector<ReportCase
                                     BudgetCell(c),
                                     c.budget_bytes >= 0 ? SignedBytes(c.headroom()) : "-",
                                     status};
-      if (any_baseline) r.insert(r.end() - 1, BaselineCell(c));
+      if (any_baseline) {
+        r.insert(r.end() - 1, BaselineCell(c));
+      }
       rows.push_back(r);
     }
     os << MarkdownTable(header, rows, right) << "\n";
@@ -526,7 +594,9 @@ std::string CheckMarkdown(const std::string& title, const std::vector<ReportCase
   if (failed) {
     os << "<details><summary>Failures</summary>\n\n";
     for (const ReportCase& c : cases) {
-      if (Failed(c)) os << "- " << MarkdownCell(FailureText(c)) << "\n";
+      if (Failed(c)) {
+        os << "- " << MarkdownCell(FailureText(c)) << "\n";
+      }
     }
     os << "\n</details>\n";
   }
@@ -540,7 +610,9 @@ std::string CheckJUnit(const std::string& suite, const std::vector<ReportCase>& 
     j.name = c.name;
     std::string cls = Basename(c.model);
     const size_t dot = cls.rfind(".onnx");
-    if (dot != std::string::npos) cls = cls.substr(0, dot);
+    if (dot != std::string::npos) {
+      cls = cls.substr(0, dot);
+    }
     j.classname = "memplan." + cls;
     j.seconds = c.seconds;
     const Peak& p = c.plan.peak;
@@ -592,7 +664,9 @@ std::string CheckAnnotations(const std::vector<ReportCase>& cases) {
 TimelineStyle TimelineStyleFor(const ReportCase& c) {
   TimelineStyle style;
   style.title = c.name;
-  if (c.budget_bytes < 0) return style;
+  if (c.budget_bytes < 0) {
+    return style;
+  }
   style.budget_bytes = c.budget_bytes;
   if (c.metric == Metric::kDevice) {
     // device = reserved + context: the line the reserved memory must stay under.
@@ -609,10 +683,14 @@ TimelineStyle TimelineStyleFor(const ReportCase& c) {
 std::string CheckHtml(const std::string& title, const std::vector<ReportCase>& cases) {
   std::ostringstream body;
   int failed = 0;
-  for (const ReportCase& c : cases) failed += Failed(c) ? 1 : 0;
+  for (const ReportCase& c : cases) {
+    failed += Failed(c) ? 1 : 0;
+  }
   body << "<h1>" << XmlEscape(title) << "</h1>\n";
   bool any_budget = false;
-  for (const ReportCase& c : cases) any_budget |= c.budget_bytes >= 0;
+  for (const ReportCase& c : cases) {
+    any_budget |= c.budget_bytes >= 0;
+  }
   if (any_budget) {
     body << "<p class=\"" << (failed ? "fail" : "pass") << "\">" << (cases.size() - failed)
          << " of " << cases.size()

@@ -18,10 +18,14 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // The smallest of 1, 2, 2.5, 5, 10 x 10^k that is >= raw.
 double NiceStep(double raw) {
-  if (!(raw > 0)) return 1;
+  if (!(raw > 0)) {
+    return 1;
+  }
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
   for (double m : {1.0, 2.0, 2.5, 5.0, 10.0}) {
-    if (m * mag >= raw * (1 - 1e-9)) return m * mag;
+    if (m * mag >= raw * (1 - 1e-9)) {
+      return m * mag;
+    }
   }
   return 10 * mag;
 }
@@ -43,12 +47,16 @@ std::string N(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", v);
   std::string s = buf;
-  if (s.size() > 2 && s.compare(s.size() - 2, 2, ".0") == 0) s.resize(s.size() - 2);
+  if (s.size() > 2 && s.compare(s.size() - 2, 2, ".0") == 0) {
+    s.resize(s.size() - 2);
+  }
   return s;
 }
 
 std::string Truncate(const std::string& s, size_t n) {
-  if (s.size() <= n) return s;
+  if (s.size() <= n) {
+    return s;
+  }
   return s.substr(0, n - 3) + "...";
 }
 
@@ -120,7 +128,9 @@ std::vector<int64_t> CountTicks(int64_t max_value, int target_count) {
   const double step = std::max(1.0, NiceStep(static_cast<double>(std::max<int64_t>(max_value, 1)) /
                                              std::max(target_count - 1, 1)));
   const int64_t s = static_cast<int64_t>(std::llround(step));
-  for (int64_t v = 0; v <= max_value; v += s) out.push_back(v);
+  for (int64_t v = 0; v <= max_value; v += s) {
+    out.push_back(v);
+  }
   return out;
 }
 
@@ -161,11 +171,15 @@ std::string TimelineChart(const Plan& plan, const TimelineStyle& style, int y) {
   auto X = [&](double step) { return left + pw * step / static_cast<double>(xmax); };
   // Y: bytes, from 0 to a nice top above everything drawn.
   int64_t ymax = std::max(pk.allocated_bytes, pk.reserved_bytes);
-  for (const TimelinePoint& p : tl) ymax = std::max({ymax, p.reserved, p.allocated});
+  for (const TimelinePoint& p : tl) {
+    ymax = std::max({ymax, p.reserved, p.allocated});
+  }
   // A budget far above the data would flatten the picture: note it instead.
   const bool budget_on_chart =
       style.budget_bytes >= 0 && static_cast<double>(style.budget_bytes) <= 2.0 * ymax;
-  if (budget_on_chart) ymax = std::max(ymax, style.budget_bytes);
+  if (budget_on_chart) {
+    ymax = std::max(ymax, style.budget_bytes);
+  }
   const AxisTicks yt = BytesTicks(static_cast<int64_t>(ymax * 1.06));
   auto Y = [&](double bytes) {
     return bottom - ph * bytes / static_cast<double>(std::max<int64_t>(yt.top, 1));
@@ -180,7 +194,9 @@ std::string TimelineChart(const Plan& plan, const TimelineStyle& style, int y) {
     if (!cols.empty() && x1 - cols.back().x0 < 1.0) {
       Column& c = cols.back();
       c.x1 = x1;
-      if (tl[i].allocated > c.p->allocated) c.p = &tl[i];
+      if (tl[i].allocated > c.p->allocated) {
+        c.p = &tl[i];
+      }
       c.reserved = std::max(c.reserved, tl[i].reserved);
       continue;
     }
@@ -192,7 +208,9 @@ std::string TimelineChart(const Plan& plan, const TimelineStyle& style, int y) {
   size_t run = 0;
   double label_end = -1e9;
   for (size_t i = 1; i <= tl.size(); ++i) {
-    if (i < tl.size() && tl[i].phase == tl[run].phase) continue;
+    if (i < tl.size() && tl[i].phase == tl[run].phase) {
+      continue;
+    }
     const double x0 = X(tl[run].step - first);
     const double x1 = i < tl.size() ? X(tl[i].step - first) : X(xmax);
     os << "<rect x=\"" << N(x0) << "\" y=\"" << N(top) << "\" width=\"" << N(x1 - x0)
@@ -201,7 +219,9 @@ std::string TimelineChart(const Plan& plan, const TimelineStyle& style, int y) {
     const std::string label = PhaseName(tl[run].phase);
     const double w = 7.5 * label.size();
     double lx0 = (x0 + x1) / 2 - w / 2;
-    if (x1 - x0 < w + 8) lx0 = x1 + w <= right ? x0 : x1 - w;
+    if (x1 - x0 < w + 8) {
+      lx0 = x1 + w <= right ? x0 : x1 - w;
+    }
     if (lx0 >= label_end + 6 && lx0 + w <= right + 2) {
       os << "<text x=\"" << N(lx0 + w / 2) << "\" y=\"" << N(top - 8)
          << "\" text-anchor=\"middle\" fill=\"#666\" font-style=\"italic\">" << label
@@ -242,9 +262,13 @@ std::string TimelineChart(const Plan& plan, const TimelineStyle& style, int y) {
     std::ostringstream d;
     for (size_t i = 0; i < cols.size(); ++i) {
       d << (i == 0 ? "M" : "L") << N(cols[i].x0) << " " << N(Y(topv[i]));
-      if (cols[i].x1 - cols[i].x0 >= 2) d << "H" << N(cols[i].x1);
+      if (cols[i].x1 - cols[i].x0 >= 2) {
+        d << "H" << N(cols[i].x1);
+      }
     }
-    if (cols.back().x1 - cols.back().x0 < 2) d << "H" << N(cols.back().x1);
+    if (cols.back().x1 - cols.back().x0 < 2) {
+      d << "H" << N(cols.back().x1);
+    }
     for (size_t i = cols.size(); i-- > 0;) {
       if (cols[i].x1 - cols[i].x0 >= 2 || i + 1 == cols.size()) {
         d << "L" << N(cols[i].x1) << " " << N(Y(base[i]));
@@ -267,7 +291,9 @@ std::string TimelineChart(const Plan& plan, const TimelineStyle& style, int y) {
     for (size_t i = 0; i < cols.size(); ++i) {
       const double v = reserved ? cols[i].reserved : cols[i].p->allocated;
       d << (i == 0 ? "M" : "L") << N(cols[i].x0) << " " << N(Y(v));
-      if (cols[i].x1 - cols[i].x0 >= 2 || i + 1 == cols.size()) d << "H" << N(cols[i].x1);
+      if (cols[i].x1 - cols[i].x0 >= 2 || i + 1 == cols.size()) {
+        d << "H" << N(cols[i].x1);
+      }
     }
     return d.str();
   };
@@ -301,11 +327,15 @@ std::string TimelineChart(const Plan& plan, const TimelineStyle& style, int y) {
   // The peak: the point of the peak's op with the most allocated, else the highest.
   const TimelinePoint* peak = nullptr;
   for (const TimelinePoint& p : tl) {
-    if (p.node == pk.node && (peak == nullptr || p.allocated > peak->allocated)) peak = &p;
+    if (p.node == pk.node && (peak == nullptr || p.allocated > peak->allocated)) {
+      peak = &p;
+    }
   }
   if (peak == nullptr) {
     for (const TimelinePoint& p : tl) {
-      if (peak == nullptr || p.allocated > peak->allocated) peak = &p;
+      if (peak == nullptr || p.allocated > peak->allocated) {
+        peak = &p;
+      }
     }
   }
   {
@@ -329,7 +359,9 @@ std::string TimelineChart(const Plan& plan, const TimelineStyle& style, int y) {
     double ly = std::max(top + 16, py - 14);
     // Keep the text off the reserved line.
     const double yr = Y(static_cast<double>(std::max(pk.reserved_bytes, peak->reserved)));
-    if (ly - 13 < yr && yr < ly + 4) ly = yr - 14 >= top + 14 ? yr - 7 : yr + 18;
+    if (ly - 13 < yr && yr < ly + 4) {
+      ly = yr - 14 >= top + 14 ? yr - 7 : yr + 18;
+    }
     os << "<g id=\"peak\"><line x1=\"" << N(px) << "\" y1=\"" << N(py) << "\" x2=\"" << N(px)
        << "\" y2=\"" << N(bottom) << "\" stroke=\"#d62728\" stroke-opacity=\"0.5\"/>\n"
        << "<circle cx=\"" << N(px) << "\" cy=\"" << N(py)
@@ -389,7 +421,9 @@ std::string TimelineChart(const Plan& plan, const TimelineStyle& style, int y) {
      << "<text x=\"" << N(lx + 24) << "\" y=\"" << N(ly + 11) << "\">allocated peak</text>\n";
   ly += 30;
   for (Phase ph_ : {Phase::kForward, Phase::kBackward, Phase::kOptimizer}) {
-    if (o.mode != Mode::kTrain && ph_ != Phase::kForward) break;
+    if (o.mode != Mode::kTrain && ph_ != Phase::kForward) {
+      break;
+    }
     os << "<rect x=\"" << N(lx) << "\" y=\"" << N(ly) << "\" width=\"16\" height=\"12\" fill=\""
        << PhaseFill(ph_) << "\" stroke=\"#bbb\"/>\n"
        << "<text x=\"" << N(lx + 24) << "\" y=\"" << N(ly + 11) << "\" fill=\"#555\">"
@@ -405,7 +439,9 @@ std::string TimelineDocument(const std::vector<std::string>& charts, int width, 
   os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
      << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
      << "\" viewBox=\"0 0 " << width << " " << height << "\">\n";
-  for (const std::string& c : charts) os << c << "\n";
+  for (const std::string& c : charts) {
+    os << c << "\n";
+  }
   os << "</svg>\n";
   return os.str();
 }

@@ -58,6 +58,23 @@ cat >"$T/badsize.json" <<JSON
 JSON
 expect 2 "bad size in config" "$BIN" check --config "$T/badsize.json"
 
+# Device budgets: the preset's memory minus a margin.
+expect 0 "--device h100 --margin 10" "$BIN" check "$R18" "${FLAGS[@]}" --device h100 --margin 10
+expect 2 "unknown device" "$BIN" check "$R18" "${FLAGS[@]}" --device nosuchgpu
+expect 2 "--margin without --device" "$BIN" check "$R18" "${FLAGS[@]}" --budget 1GiB --margin 5
+cat >"$T/dev.json" <<JSON
+{"checks": [{"model": "$R18", "batch": 2, "precision": "amp_bf16", "device": "h100", "margin": 10},
+            {"model": "$R18", "batch": 2, "precision": "fp32", "device": "t4", "margin": 99}]}
+JSON
+expect 1 "device budgets in a config" "$BIN" check --config "$T/dev.json" --format json
+python3 - "$T/out" <<'PY' && pass "device budget bytes" || fail "device budget bytes"
+import json, sys
+d = json.load(open(sys.argv[1]))
+a, b = d["checks"]
+assert a["budget_bytes"] == int(80 * 2**30 * 0.9), a["budget_bytes"]
+assert a["status"] == "pass" and b["status"] == "over_budget", (a["status"], b["status"])
+PY
+
 # JUnit: valid XML with the failing case.
 expect 1 "junit format" "$BIN" check "$R18" "${FLAGS[@]}" --budget $((PEAK - 1)) --format junit
 cp "$T/out" "$T/junit.xml"
