@@ -578,7 +578,14 @@ int RunCheck(const CheckArgs& a) {
     c.model = s.model;
     c.file = s.file;
     c.plan = std::move(plan.value());
-    c.name = s.name.empty() ? Basename(s.model) + " " + ConfigLabel(c.plan) : s.name;
+    c.name = s.name;
+    if (c.name.empty()) {
+      // Model, configuration and any --dim bindings: stable across runs for baselines.
+      c.name = Basename(s.model) + " " + ConfigLabel(c.plan);
+      for (const std::string& d : s.model_flags.dims) {
+        c.name += " " + d;
+      }
+    }
     if (!names.insert(c.name).second) {
       return bad(s.where + ": two checks are named '" + c.name +
                  "' (set 'name' to tell them apart)");

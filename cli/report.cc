@@ -281,7 +281,11 @@ CheckStatus ReportCase::status() const {
 std::string ConfigLabel(const Plan& plan) {
   const PlanOptions& o = plan.options;
   std::ostringstream os;
-  os << ModeName(o.mode) << " b" << plan.batch << " " << PrecisionName(o.precision);
+  os << ModeName(o.mode);
+  if (plan.batch > 0) {
+    os << " b" << plan.batch;
+  }
+  os << " " << PrecisionName(o.precision);
   if (o.mode == Mode::kTrain) {
     os << " " << OptimizerName(o.optimizer);
     if (o.step == StepKind::kFirst) {

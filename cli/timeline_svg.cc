@@ -146,8 +146,9 @@ std::string TimelineChart(const Plan& plan, const TimelineStyle& style, int y) {
   // Title and the three peaks.
   const Peak& pk = plan.peak;
   const PlanOptions& o = plan.options;
-  std::string subtitle = std::string(ModeName(o.mode)) + ", batch " + std::to_string(plan.batch) +
-                         ", " + PrecisionName(o.precision);
+  std::string subtitle = std::string(ModeName(o.mode)) +
+                         (plan.batch > 0 ? ", batch " + std::to_string(plan.batch) : "") + ", " +
+                         PrecisionName(o.precision);
   if (o.mode == Mode::kTrain) {
     subtitle += std::string(", ") + OptimizerName(o.optimizer) +
                 (o.step == StepKind::kFirst ? ", first step" : ", steady step");
