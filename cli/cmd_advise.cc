@@ -289,9 +289,11 @@ std::string Table(const Context& ctx, const Advice& a, const AdviseRequest& r, s
     if (c.micro_batch != c.batch) batch += " (largest that fits: " + std::to_string(c.batch) + ")";
     row("batch", batch);
     if (r.global_batch > 0) {
-      row("grad accumulation", std::to_string(c.grad_accumulation_steps) + " steps (global " +
-                                   std::to_string(c.micro_batch * c.grad_accumulation_steps) +
-                                   ", asked " + std::to_string(r.global_batch) + ")");
+      const int64_t steps = c.grad_accumulation_steps;
+      row("grad accumulation",
+          (steps == 1 ? std::string("none") : std::to_string(steps) + " steps") + " (global " +
+              std::to_string(c.micro_batch * steps) + ", asked " + std::to_string(r.global_batch) +
+              ")");
     }
     row("precision", PrecisionName(c.precision));
     row("checkpoint", CheckpointSummary(c.checkpoint, a.blocks));
@@ -303,7 +305,7 @@ std::string Table(const Context& ctx, const Advice& a, const AdviseRequest& r, s
     row("recompute overhead",
         Fixed(100 * c.recompute_overhead, 1) + " % of forward+backward FLOPs");
     if (a.ranked.size() > 1) {
-      os << "\nAlternatives (ranked by estimated samples/s)\n";
+      os << "\nCandidates (ranked by estimated samples/s; #1 is the recommendation)\n";
       auto rows = AlternativeRows(a, n_alt);
       std::vector<size_t> w(kAltHeader.size());
       for (size_t k = 0; k < w.size(); ++k) {
