@@ -25,6 +25,18 @@ struct Importer {
   int64_t total_nodes = 0;
 
   Status Error(const std::string& what) const { return Status::Error(source + ": " + what); }
+
+  /// Names end up in messages and output: no control characters (a newline
+  /// or an escape sequence in a name could forge lines in a CI log).
+  Status CheckName(const std::string& name, const std::string& what) const {
+    for (char c : name) {
+      const unsigned char u = static_cast<unsigned char>(c);
+      if (u < 0x20 || u == 0x7f) {
+        return Error(what + " '" + name + "' contains a control character");
+      }
+    }
+    return Status();
+  }
 };
 
 float HalfToFloat(uint16_t h) {
@@ -266,6 +278,8 @@ Status ReadType(const Importer& im, const onnx::TypeProto& type, const std::stri
       }
       dim.value = d.dim_value();
     } else if (d.has_dim_param()) {
+      Status name_ok = im.CheckName(d.dim_param(), "tensor '" + name + "': dim symbol");
+      if (!name_ok.ok()) return name_ok;
       dim.symbol = d.dim_param();
     }
     declared.push_back(dim);
@@ -446,6 +460,8 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
   // Initializers first: their dims and dtype; small integer data as values.
   for (const auto& init : gp.initializer()) {
     if (init.name().empty()) return im->Error("an initializer has no name");
+    Status name_ok = im->CheckName(init.name(), "initializer");
+    if (!name_ok.ok()) return name_ok;
     if (g->Find(init.name()) >= 0) {
       return im->Error("initializer '" + init.name() + "' is defined twice");
     }
@@ -469,6 +485,8 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
   }
   for (const auto& in : gp.input()) {
     if (in.name().empty()) return im->Error("a graph input has no name");
+    Status name_ok = im->CheckName(in.name(), "graph input");
+    if (!name_ok.ok()) return name_ok;
     int existing = g->Find(in.name());
     if (existing >= 0 && g->tensors[existing].kind == TensorKind::kInitializer) {
       continue;  // IR < 4 lists initializers as inputs too.
@@ -494,6 +512,21 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
     n.name = np.name();
     n.op_type = np.op_type();
     n.domain = np.domain() == "ai.onnx" ? "" : np.domain();
+    for (const std::string* text : {&np.name(), &np.op_type(), &np.domain()}) {
+      Status name_ok =
+          im->CheckName(*text, "node #" + std::to_string(ni) + ": name, op_type or domain");
+      if (!name_ok.ok()) return name_ok;
+    }
+    for (const auto& a : np.attribute()) {
+      Status name_ok = im->CheckName(a.name(), "node #" + std::to_string(ni) + ": attribute");
+      if (!name_ok.ok()) return name_ok;
+    }
+    for (const auto* list : {&np.input(), &np.output()}) {
+      for (const std::string& tn : *list) {
+        Status name_ok = im->CheckName(tn, "node #" + std::to_string(ni) + ": tensor");
+        if (!name_ok.ok()) return name_ok;
+      }
+    }
     n.scope = ScopeOf(np);
     const std::string where = "node '" + n.Label(ni) + "'";
     if (n.op_type.empty()) return im->Error(where + ": empty op_type");
@@ -526,12 +559,16 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
     g->nodes.push_back(std::move(n));
   }
   for (const auto& vi : gp.value_info()) {
+    Status name_ok = im->CheckName(vi.name(), "value_info");
+    if (!name_ok.ok()) return name_ok;
     int id = g->Find(vi.name());
     if (id < 0) continue;  // Describes nothing in this graph.
     Status s = ReadType(*im, vi.type(), vi.name(), &g->tensors[id]);
     if (!s.ok()) return s;
   }
   for (const auto& out : gp.output()) {
+    Status name_ok = im->CheckName(out.name(), "graph output");
+    if (!name_ok.ok()) return name_ok;
     int id = g->Find(out.name());
     if (id < 0) {
       return im->Error("graph output '" + out.name() + "' is produced by no node");

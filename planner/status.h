@@ -11,13 +11,38 @@ namespace memplan {
 class Status {
  public:
   Status() = default;
-  /// A failed status carrying `message`.
-  static Status Error(std::string message) { return Status(std::move(message)); }
+  /// A failed status carrying `message`. Control characters (which a
+  /// hostile model can put in its names) are escaped as \xNN, so a message
+  /// is always one printable line.
+  static Status Error(std::string message) { return Status(OneLine(std::move(message))); }
   bool ok() const { return !failed_; }
   const std::string& message() const { return message_; }
 
  private:
   explicit Status(std::string m) : failed_(true), message_(std::move(m)) {}
+  static std::string OneLine(std::string m) {
+    size_t bad = 0;
+    for (char c : m) bad += IsControl(c) ? 1 : 0;
+    if (bad == 0) return m;
+    static const char kHex[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(m.size() + 3 * bad);
+    for (char c : m) {
+      if (!IsControl(c)) {
+        out += c;
+        continue;
+      }
+      const unsigned char u = static_cast<unsigned char>(c);
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+    return out;
+  }
+  static bool IsControl(char c) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7f;
+  }
   bool failed_ = false;
   std::string message_;
 };
