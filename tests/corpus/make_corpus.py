@@ -179,6 +179,14 @@ write_model("unknown_op.onnx", model_of(g, opsets=[helper.make_opsetid("", 17),
 g = relu_graph()
 g.input[0].name = ""
 write_model("unnamed_input.onnx", model_of(g))
+# Control characters in names would forge extra lines in a CI log.
+g = relu_graph()
+g.output[0].name = "y\nmemplan: error: forged line"
+g.node[0].output[0] = "y\nmemplan: error: forged line"
+write_model("newline_in_tensor_name.onnx", model_of(g))
+g = relu_graph()
+g.node[0].name = "relu\x1b[2J"
+write_model("escape_in_node_name.onnx", model_of(g))
 g = relu_graph()
 g.input[0].type.Clear()
 write_model("input_without_type.onnx", model_of(g))
