@@ -2,8 +2,8 @@
 # End to end: `memplan check` exit codes, reports, budget files and baselines.
 # Usage: cli_check_test.sh MEMPLAN_BINARY MODELS_DIR
 set -u
-BIN=$1
-MODELS=$2
+BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+MODELS=$(cd "$2" && pwd)
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fails=0
