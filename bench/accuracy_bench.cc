@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/options.h"
+#include "planner/checkpoint.h"
 #include "planner/plan.h"
 
 namespace {
@@ -130,7 +131,7 @@ int main(int argc, char** argv) {
                 "resv meas", "resv pred", "err%");
   }
   for (const Row& r : rows) {
-    if (r.kind == "env" || !r.checkpoint.empty()) continue;
+    if (r.kind == "env") continue;
     if (!only.empty() &&
         (r.model + r.precision + r.optimizer + r.attention).find(only) == std::string::npos)
       continue;
@@ -179,6 +180,11 @@ int main(int argc, char** argv) {
         o.attention =
             r.attention == "eager" ? memplan::Attention::kEager : memplan::Attention::kFused;
         o.step = step_i == 0 ? memplan::StepKind::kFirst : memplan::StepKind::kSteady;
+        if (r.checkpoint == "hf_blocks") {
+          // gradient_checkpointing_enable(): every transformer block.
+          o.checkpoint_segments = memplan::FixedPlacement(memplan::FindBlocks(bound.value()),
+                                                          memplan::CheckpointStrategy::kAll);
+        }
         if (infer && Family(r.model) != "cnn" && Family(r.model) != "vit" &&
             r.precision == "fp16") {
           o.precision = memplan::Precision::kFp16;
@@ -193,7 +199,8 @@ int main(int argc, char** argv) {
         preds.push_back(pred);
         const double err = 100.0 * (pred - meas) / meas;
         const double err_res = 100.0 * (pred_res - meas_res) / meas_res;
-        const std::string fam = Family(r.model) + (infer ? "/infer" : "");
+        const std::string fam =
+            Family(r.model) + (infer ? "/infer" : (r.checkpoint.empty() ? "" : "/ckpt"));
         stats[fam].alloc.push_back(std::fabs(err));
         stats[fam].reserved.push_back(std::fabs(err_res));
         stats["all"].alloc.push_back(std::fabs(err));
