@@ -326,6 +326,92 @@ TEST(Schedule, ReshapeOfATransposeCopiesReshapeOfContiguousViews) {
   EXPECT_EQ(s->vals[c].strides, (Shape{12, 1}));
 }
 
+// A [out, in] weight used through Transpose (how exporters write
+// nn.Linear) by two products: one cached bf16 copy of the stored weight, and
+// the transpose re-applied to it as a view.
+TEST(Schedule, AmpCachesATransposedWeightOnce) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(8)});
+  b.Init("W", {4, 8});
+  b.Op("Transpose", {"W"}, {"Wt1"}, "t1").attrs["perm"] = IntsAttr({1, 0});
+  b.Op("Transpose", {"W"}, {"Wt2"}, "t2").attrs["perm"] = IntsAttr({1, 0});
+  b.Op("MatMul", {"x", "Wt1"}, {"a"}, "mm_a");
+  b.Op("MatMul", {"x", "Wt2"}, {"b"}, "mm_b");
+  b.Op("Add", {"a", "b"}, {"y"}, "add");
+  b.Output("y");
+  auto s = Build(&b, 4, Precision::kAmpBf16);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const int w = b.g.Find("W");
+  int weight_casts = 0;
+  int cache = -1;
+  for (const ExecOp* op : OpsOfType(s.value(), "Cast")) {
+    if (op->in[0] == w) {
+      ++weight_casts;
+      cache = op->out[0];
+      EXPECT_TRUE(op->hold_to_forward_end);
+    }
+  }
+  ASSERT_EQ(weight_casts, 1);
+  EXPECT_EQ(s->vals[cache].bytes, 4 * 8 * 2);
+  for (const char* mm : {"mm_a", "mm_b"}) {
+    const ExecOp* op = OpOfNode(s.value(), b.g, mm);
+    ASSERT_TRUE(op);
+    const Val& wv = s->vals[op->in[1]];
+    EXPECT_EQ(wv.dtype, DType::kBFloat16) << mm;
+    EXPECT_EQ(wv.base, cache) << mm << ": a view of the cached copy";
+    EXPECT_EQ(wv.shape, (Shape{8, 4}));
+    EXPECT_EQ(wv.strides, (Shape{1, 8}));
+  }
+}
+
+// at::matmul folds an N-d operand against a 2-D weight with reshape, which
+// copies a non-viewable (transposed) input; a 2-D transposed operand goes to
+// cuBLAS as is.
+TEST(Schedule, MatMulCopiesOnlyUnfoldableOperands) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(3), D(4)});
+  b.Init("W", {3, 5});
+  b.Op("Transpose", {"x"}, {"xt"}, "xt").attrs["perm"] = IntsAttr({0, 2, 1});
+  b.Op("MatMul", {"xt", "W"}, {"y"}, "mm3d");
+  b.Input("z", {S("M"), D(6)});
+  b.Init("V", {2, 7});
+  b.Op("Transpose", {"z"}, {"zt"}, "zt").attrs["perm"] = IntsAttr({1, 0});
+  b.Op("MatMul", {"zt", "V"}, {"u"}, "mm2d");
+  b.Output("y");
+  b.Output("u");
+  ShapeBindings bind;
+  bind.batch = 2;
+  bind.dims["M"] = 2;
+  ASSERT_TRUE(InferShapes(&b.g, bind, nullptr).ok());
+  PlanOptions o;
+  o.mode = Mode::kTrain;
+  auto s = BuildSchedule(b.g, o);
+  ASSERT_TRUE(s.ok()) << s.message();
+  auto copies = OpsOfType(s.value(), "Contiguous");
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0]->in, (std::vector<int>{b.g.Find("xt")}));
+  EXPECT_EQ(s->vals[copies[0]->out[0]].bytes, 2 * 4 * 3 * 4);
+  EXPECT_EQ(OpOfNode(s.value(), b.g, "mm3d")->in[0], copies[0]->out[0]);
+  EXPECT_EQ(OpOfNode(s.value(), b.g, "mm2d")->in[0], b.g.Find("zt"));
+}
+
+TEST(Schedule, SoftmaxOfATransposeReadsAContiguousCopy) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(3), D(4)});
+  b.Op("Transpose", {"x"}, {"xt"}, "xt").attrs["perm"] = IntsAttr({0, 2, 1});
+  b.Op("Softmax", {"xt"}, {"p"}, "softmax").attrs["axis"] = testing_util::IntAttr(-1);
+  b.Op("Softmax", {"x"}, {"q"}, "softmax_x").attrs["axis"] = testing_util::IntAttr(-1);
+  b.Output("p");
+  b.Output("q");
+  auto s = Build(&b, 2, Precision::kFp32, Mode::kInference);
+  ASSERT_TRUE(s.ok()) << s.message();
+  auto copies = OpsOfType(s.value(), "Contiguous");
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0]->in, (std::vector<int>{b.g.Find("xt")}));
+  EXPECT_EQ(OpOfNode(s.value(), b.g, "softmax")->in[0], copies[0]->out[0]);
+  EXPECT_EQ(OpOfNode(s.value(), b.g, "softmax_x")->in[0], b.g.Find("x"));
+}
+
 TEST(Schedule, LayerNormRunsInFp32UnderAutocast) {
   GraphBuilder b;
   b.Input("x", {S("N"), D(8)});
