@@ -78,7 +78,10 @@ Result<std::vector<ReplayStep>> BuildReplaySchedule(const std::vector<MemEvent>&
       s.bytes = sim.segment_bytes[it->second];
       steps.push_back(s);
     }
-    if (e.is_alloc) {
+    if (e.empty_cache) {
+      // The replay keeps every segment it made (it never gives memory back
+      // before the end), so an empty_cache() leaves it above the simulation.
+    } else if (e.is_alloc) {
       const Placement& p = sim.placements[per_event ? i : alloc_ordinal++];
       if (p.segment < 0 || static_cast<size_t>(p.segment) >= sim.segment_bytes.size()) {
         return Status::Error(EventPlace(i) + ": placement in unknown segment " +

@@ -140,6 +140,9 @@ class Simulator {
 
   const Block& block(int b) const { return blocks_[b]; }
 
+  // torch.cuda.empty_cache(): cached segments go back to the driver.
+  void EmptyCache() { ReleaseCachedBlocks(); }
+
  private:
   Pool& PoolOf(int b) { return segments_[blocks_[b].segment].small ? small_ : large_; }
   int64_t PageSize(const Pool& pool) const { return pool.small ? kSmallBuffer : kLargeBuffer; }
@@ -465,7 +468,9 @@ Result<SimResult> SimulateCachingAllocator(const std::vector<MemEvent>& events,
   for (size_t i = 0; i < events.size(); ++i) {
     const MemEvent& e = events[i];
     Placement placement;
-    if (e.is_alloc) {
+    if (e.empty_cache) {
+      sim.EmptyCache();
+    } else if (e.is_alloc) {
       if (e.bytes < 0) {
         return Status::Error(EventPrefix(i) + "negative size " + std::to_string(e.bytes) +
                              " for id " + std::to_string(e.id));

@@ -14,6 +14,7 @@ struct MemEvent {
   int64_t id = 0;
   int64_t bytes = 0;  ///< Requested size (alloc only; ignored for free).
   bool is_alloc = true;
+  bool empty_cache = false;  ///< torch.cuda.empty_cache(): id and bytes unused.
 };
 
 /// Knobs of PyTorch's CUDA caching allocator that change the numbers.

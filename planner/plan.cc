@@ -276,10 +276,33 @@ void Simulator::LoadModel() {
   std::vector<int> order = s_.params;
   order.insert(order.end(), s_.buffers.begin(), s_.buffers.end());
   std::sort(order.begin(), order.end());
+  const bool cast = o_.precision == Precision::kBf16 || o_.precision == Precision::kFp16;
   for (int v : order) {
-    const int st = AllocNew(s_.vals[v].bytes, Category::kParameters);
+    // A model cast to half is loaded in fp32 first (model.cuda().half()).
+    const int64_t bytes = cast ? 2 * s_.vals[v].bytes : s_.vals[v].bytes;
+    const int st = AllocNew(bytes, Category::kParameters);
     Ref(st);
     storage_of_val_[v] = st;
+  }
+  if (cast) {
+    Step(Phase::kForward, "model.half()");
+    for (int v : order) {
+      const int old = storage_of_val_[v];
+      const int st = AllocNew(s_.vals[v].bytes, Category::kParameters);
+      Ref(st);
+      storage_of_val_[v] = st;
+      Unref(old);
+    }
+    // Training scripts empty the cache after the cast (the calibration
+    // protocol does); inference ones rarely do.
+    if (o_.mode == Mode::kTrain) {
+      MemEvent e;
+      e.empty_cache = true;
+      e.is_alloc = false;
+      events.push_back(e);
+      event_storage.push_back(-1);
+      event_step.push_back(CurStep());
+    }
   }
   Step(Phase::kForward, "input");
   for (int v : s_.inputs) {
@@ -694,7 +717,9 @@ Peak PeakOf(const Simulator& sim, const SimResult& r, size_t e0, size_t e1) {
       at = e;
     }
   }
-  for (size_t e = 0; e < e1 && e < r.reserved_after.size(); ++e) {
+  // reset_peak_memory_stats() before the step: the peak reserved starts at
+  // what is reserved then (cached segments stay) and grows from there.
+  for (size_t e = e0 > 0 ? e0 - 1 : 0; e < e1 && e < r.reserved_after.size(); ++e) {
     p.reserved_bytes = std::max(p.reserved_bytes, r.reserved_after[e]);
   }
   // Categories and the exact live sum at the peak.
@@ -724,6 +749,7 @@ Peak PeakOf(const Simulator& sim, const SimResult& r, size_t e0, size_t e1) {
     }
     const MemEvent& ev = sim.events[e];
     const int st = sim.event_storage[e];
+    if (st < 0) continue;  // empty_cache
     if (ev.is_alloc) {
       live[ev.id] = {r.placements[e].block, st};
       lower += ev.bytes;
@@ -842,12 +868,14 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options)
     return Status::Error(g.source + ": internal error in the allocator replay: " + r.message());
   const SimResult& res = r.value();
   const auto& it = sim.iteration_events;
+  // Peaks are those of the step (the calibration protocol resets the peak
+  // statistics after loading the model).
   if (options.mode == Mode::kInference) {
-    plan.peak = PeakOf(sim, res, 0, it.back().second);
+    plan.peak = PeakOf(sim, res, it.front().first, it.back().second);
     plan.steady = plan.peak;
     plan.first_step = plan.peak;
   } else {
-    plan.first_step = PeakOf(sim, res, 0, it[0].second);
+    plan.first_step = PeakOf(sim, res, it[0].first, it[0].second);
     plan.steady = PeakOf(sim, res, it[2].first, it[2].second);
     plan.peak = options.step == StepKind::kFirst ? plan.first_step : plan.steady;
   }
@@ -868,6 +896,7 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options)
   for (size_t e = 0; e < e1; ++e) {
     const MemEvent& ev = sim.events[e];
     const int st = sim.event_storage[e];
+    if (st < 0) continue;  // empty_cache
     const int c = static_cast<int>(cat[st]);
     if (ev.is_alloc) {
       blocks[ev.id] = {res.placements[e].block, st};

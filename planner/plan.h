@@ -49,7 +49,7 @@ struct PlanOptions {
   StepKind step = StepKind::kSteady;
   AllocatorConfig allocator;
   int64_t context_bytes = -1;  ///< CUDA context etc.; -1 = the default.
-  /// Tensors (by name) kept at checkpoint boundaries; see checkpoint.h.
+  /// Modules (Node::scope paths) recomputed in backward; see checkpoint.h.
   std::vector<std::string> checkpoint_segments;
   bool keep_events = false;  ///< Keep the allocator trace (for validation).
 };
