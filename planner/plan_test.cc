@@ -235,6 +235,28 @@ TEST(Plan, WholeModelBf16HalvesParameters) {
   EXPECT_EQ(p.parameter_bytes, kP / 2);
 }
 
+// model.cuda().half(): the fp32 weights are loaded first, then cast. Segments:
+//   W1 fp32 16 MiB: a 16 MiB segment (freed after the cast, kept cached);
+//   W1 bf16 8 MiB (< 10 MiB): a 20 MiB segment;
+//   W2, x and every small tensor: one 2 MiB small-pool segment;
+//   the forward cuBLAS workspace 32 MiB: neither the cached 16 MiB segment
+//   nor the 12 MiB left in the 20 MiB one fits: a new 32 MiB segment.
+// Inference (the cache is not emptied): reserved 16 + 20 + 2 + 32 = 70 MiB;
+// allocated at the relu W1 8 MiB + W2 80 KiB + x 16 KiB + 32 MiB + h and r
+// 2 * 64 KiB = 42172416.
+// Training (the protocol empties the cache after the cast) drops the 16 MiB
+// segment; backward adds a 32 MiB segment for the autograd thread's
+// workspace, its extra 1 MiB fits the small segment, and W1's 8 MiB bf16
+// gradient the 12 MiB left in the 20 MiB one: 20 + 2 + 32 + 32 = 86 MiB.
+TEST(Plan, WholeModelBf16IsLoadedInFp32ThenCast) {
+  const Plan inf = PlanOf(Mlp(), 8, Inference(Precision::kBf16));
+  EXPECT_EQ(inf.peak.allocated_bytes, 8 * kMiB + 81920 + 16384 + kCublasWs + 2 * 65536);
+  EXPECT_EQ(inf.peak.reserved_bytes, 70 * kMiB);
+  const Plan train = PlanOf(Mlp(), 8, Train(Optimizer::kSgd, Precision::kBf16));
+  EXPECT_EQ(train.steady.reserved_bytes, 86 * kMiB);
+  EXPECT_EQ(train.first_step.reserved_bytes, 86 * kMiB);
+}
+
 // Attention: x [N, H=4, S=512, D=16] -> q, k, v projections -> SDPA as
 // exporters write it -> output projection. The eager path materialises
 // [1, 4, 512, 512] fp32 matrices (4 MiB each) and keeps the softmax output
