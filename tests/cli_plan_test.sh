@@ -35,6 +35,18 @@ one_error() {
   fi
 }
 
+# known NAME TEXT WHY: like one_error's TEXT check, for a known bug: reports
+# SKIP instead of failing while the message lacks TEXT (flip to one_error once
+# fixed).
+skips=0
+known() {
+  local name=$1 text=$2 why=$3
+  if grep -qF -- "$text" "$T/err"; then pass "$name: names $text"; else
+    echo "SKIP (known bug): $name: $why; got: $(head -1 "$T/err")"
+    skips=$((skips + 1))
+  fi
+}
+
 # ---------------------------------------------------------------- inspect
 
 # count MODEL WANT: inspect --batch 2 --format json reports WANT parameters.
@@ -186,10 +198,12 @@ expect 2 "not a model (inspect)" "$BIN" inspect "$T/text.onnx"
 one_error "not a model (inspect)" "$T/text.onnx"
 expect 2 "--batch 0" "$BIN" plan "$R18" --batch 0
 one_error "--batch 0" "--batch"
+known "--batch 0" "$R18" "the binding errors (cli/options.cc ToBindings) do not name the model file"
 expect 2 "--batch -3 (inspect)" "$BIN" inspect "$R18" --batch -3
 one_error "--batch -3 (inspect)" "--batch"
 expect 2 "--dim foo" "$BIN" plan "$R18" --batch 2 --dim foo
 one_error "--dim foo" "--dim 'foo'"
+known "--dim foo" "$R18" "the binding errors (cli/options.cc ToBindings) do not name the model file"
 expect 2 "--dim batch=x" "$BIN" plan "$R18" --dim batch=x
 one_error "--dim batch=x" "'x' is not an integer"
 expect 2 "unbound batch" "$BIN" plan "$R18"
@@ -210,4 +224,4 @@ if [ "$fails" -gt 0 ]; then
   echo "$fails failure(s)"
   exit 1
 fi
-echo "all passed"
+echo "all passed ($skips known bug(s) skipped)"
