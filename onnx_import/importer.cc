@@ -549,6 +549,9 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
       if (t.kind != TensorKind::kActivation) {
         return im->Error(where + ": output '" + out + "' is also a graph input or initializer");
       }
+      if (t.producer == static_cast<int>(g->nodes.size())) {  // This very node.
+        return im->Error(where + ": output '" + out + "' is listed twice");
+      }
       if (t.producer >= 0) {
         return im->Error(where + ": output '" + out + "' is already produced by node '" +
                          g->nodes[t.producer].Label(t.producer) + "'");
