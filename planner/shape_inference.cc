@@ -68,17 +68,41 @@ bool ResolveDeclared(const std::vector<Dim>& declared, const Symbols& syms,
   return true;
 }
 
-/// numel and bytes of `t` fit int64.
-bool SizeFits(const Tensor& t) {
+/// numel and bytes of `t` fit int64; its bytes (a sequence: all elements)
+/// into *bytes.
+bool SizeFits(const Tensor& t, int64_t* bytes) {
+  *bytes = 0;
   if (t.is_sequence) {
     for (const auto& s : t.seq_shapes) {
-      int64_t n = 0, bytes = 0;
-      if (!CheckedNumel(s, &n) || !DTypeBytes(t.dtype, n, &bytes)) return false;
+      int64_t n = 0, b = 0;
+      if (!CheckedNumel(s, &n) || !DTypeBytes(t.dtype, n, &b) || !CheckedAdd(*bytes, b, bytes)) {
+        return false;
+      }
     }
     return true;
   }
-  int64_t n = 0, bytes = 0;
-  return CheckedNumel(t.shape, &n) && DTypeBytes(t.dtype, n, &bytes);
+  int64_t n = 0;
+  return CheckedNumel(t.shape, &n) && DTypeBytes(t.dtype, n, bytes);
+}
+
+/// Checks the size of `t` (after inference) against int64 and the limits.
+Status CheckSize(const Graph& g, const Tensor& t, const std::string& where, int64_t* total) {
+  int64_t bytes = 0;
+  if (!SizeFits(t, &bytes)) {
+    return Status::Error(g.source + ": tensor '" + t.name + "'" + where +
+                         ": size overflows int64 (" + DimsString(t.shape) + " of " +
+                         DTypeName(t.dtype) + ")");
+  }
+  if (bytes > kMaxTensorBytes) {
+    return Status::Error(g.source + ": tensor '" + t.name + "'" + where + ": " +
+                         DimsString(t.shape) + " of " + DTypeName(t.dtype) + " is " +
+                         std::to_string(bytes) + " bytes, more than one allocation can be (2^50)");
+  }
+  if (!CheckedAdd(*total, bytes, total) || *total > kMaxTotalTensorBytes) {
+    return Status::Error(g.source + ": tensor '" + t.name + "'" + where +
+                         ": the model's tensors add up to more than 2^56 bytes");
+  }
+  return Status();
 }
 
 /// Checks an inferred tensor against its declared shape and dtype.
@@ -291,6 +315,7 @@ Status InferShapes(Graph* g, const ShapeBindings& b, std::vector<std::string>* w
   }
 
   // Graph inputs and initializers.
+  int64_t total_bytes = 0;
   for (int i = 0; i < nt; ++i) {
     Tensor& t = g->tensors[i];
     if (t.kind == TensorKind::kActivation) continue;
@@ -316,10 +341,8 @@ Status InferShapes(Graph* g, const ShapeBindings& b, std::vector<std::string>* w
         }
       }
     }
-    if (!SizeFits(t)) {
-      return Status::Error(g->source + ": tensor '" + t.name + "': size overflows int64 (" +
-                           DimsString(t.shape) + " of " + DTypeName(t.dtype) + ")");
-    }
+    Status size_ok = CheckSize(*g, t, "", &total_bytes);
+    if (!size_ok.ok()) return size_ok;
   }
 
   for (int ni : order.value()) {
@@ -383,11 +406,8 @@ Status InferShapes(Graph* g, const ShapeBindings& b, std::vector<std::string>* w
       }
       Status s = CheckDeclared(*g, t, declared_dtype[id], syms, where);
       if (!s.ok()) return s;
-      if (!SizeFits(t)) {
-        return Status::Error(g->source + ": tensor '" + t.name + "'" + where +
-                             ": size overflows int64 (" + DimsString(t.shape) + " of " +
-                             DTypeName(t.dtype) + ")");
-      }
+      Status size_ok = CheckSize(*g, t, where, &total_bytes);
+      if (!size_ok.ok()) return size_ok;
       if (t.has_values) {
         int64_t n = 0;
         if (!CheckedNumel(t.shape, &n) || static_cast<int64_t>(t.values.size()) != n) {

@@ -11,6 +11,14 @@
 
 namespace memplan {
 
+/// Largest tensor shape inference accepts: 2^50 bytes (1 PiB), what the
+/// allocator simulation accepts for one request. Beyond it: an error naming
+/// the tensor, never a wrapped-around size.
+constexpr int64_t kMaxTensorBytes = int64_t{1} << 50;
+/// Largest sum of all tensor sizes (2^56 bytes), so that the plan's sums of
+/// bytes stay far inside int64.
+constexpr int64_t kMaxTotalTensorBytes = int64_t{1} << 56;
+
 /// Values for the symbolic dims of a model.
 struct ShapeBindings {
   int64_t batch = -1;                   ///< Binds the batch symbol (dim 0 of the first input).
