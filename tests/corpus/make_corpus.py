@@ -129,6 +129,11 @@ g = helper.make_graph(
      helper.make_node("Neg", ["x"], ["y"], name="second")],
     "dup", [vi("x", ["batch", 4])], [vi("y", ["batch", 4])])
 write_model("duplicate_output.onnx", model_of(g))
+# A node that lists the same output twice (found by the fuzzer: the error
+# message read the node past the end of the node list).
+g = helper.make_graph([helper.make_node("Split", ["x"], ["y", "y"], name="split_twice", axis=1)],
+                      "dupout", [vi("x", ["batch", 4])], [vi("y", ["batch", 2])])
+write_model("duplicate_output_same_node.onnx", model_of(g))
 # An initializer listed twice.
 w = helper.make_tensor("w", FLOAT, [4], [1.0, 2.0, 3.0, 4.0])
 g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"], name="add")], "dupinit",
