@@ -46,13 +46,13 @@ void AddFormatFlag(CLI::App* cmd, std::string* format, const std::vector<std::st
 Result<ShapeBindings> ToBindings(const ModelFlags& f) {
   ShapeBindings b;
   if (f.batch != -1) {
-    if (f.batch <= 0) return Status::Error("--batch must be a positive integer");
+    if (f.batch <= 0) return Status::Error(f.model + ": --batch must be a positive integer");
     b.batch = f.batch;
   }
   for (const std::string& d : f.dims) {
     size_t eq = d.find('=');
     if (eq == std::string::npos || eq == 0) {
-      return Status::Error("--dim '" + d + "': expected NAME=VALUE");
+      return Status::Error(f.model + ": --dim '" + d + "': expected NAME=VALUE");
     }
     const std::string value = d.substr(eq + 1);
     int64_t v = 0;
@@ -61,9 +61,9 @@ Result<ShapeBindings> ToBindings(const ModelFlags& f) {
       v = std::stoll(value, &used);
       if (used != value.size()) throw std::invalid_argument(value);
     } catch (const std::exception&) {
-      return Status::Error("--dim '" + d + "': '" + value + "' is not an integer");
+      return Status::Error(f.model + ": --dim '" + d + "': '" + value + "' is not an integer");
     }
-    if (v <= 0) return Status::Error("--dim '" + d + "': the value must be positive");
+    if (v <= 0) return Status::Error(f.model + ": --dim '" + d + "': the value must be positive");
     b.dims[d.substr(0, eq)] = v;
   }
   return b;

@@ -4,8 +4,10 @@
 #include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/unknown_field_set.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <utility>
@@ -317,36 +319,45 @@ Status ReadType(const Importer& im, const onnx::TypeProto& type, const std::stri
 Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g);
 
 // The module path of a node: the dynamo exporter's name scopes
-// (['', 'layer1', '0', 'conv1', 'aten_op'] -> "layer1.0.conv1"), or a
+// (['', 'm', 'm.transformer', ..., 'm.transformer.h.0.attn', 'addmm']), or a
 // TorchScript-style name ("/layer1/layer1.0/conv1/Conv" -> "layer1.0.conv1").
-std::string ScopeOf(const onnx::NodeProto& np) {
+// Sets *eval_op when the exporter recorded an eval-only op (batch norm
+// without training statistics).
+std::string ScopeOf(const onnx::NodeProto& np, bool* eval_op) {
   // NodeProto.metadata_props (field 9, IR 10) is newer than Debian's schema:
-  // read it from the unknown fields.
+  // read it from the unknown fields, parsing only the entries we use.
+  static const std::string kScopes = "pkg.torch.onnx.name_scopes";
   const auto& unknown = np.GetReflection()->GetUnknownFields(np);
+  std::string scope;
+  bool found = false;
   for (int f = 0; f < unknown.field_count(); ++f) {
     const auto& field = unknown.field(f);
     if (field.number() != 9 ||
         field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) {
       continue;
     }
+    const std::string& raw = field.length_delimited();
+    if (raw.find("_native_batch_norm_legit_no_training") != std::string::npos) *eval_op = true;
+    if (found || raw.find(kScopes) == std::string::npos) continue;
     onnx::StringStringEntryProto kv;
-    if (!kv.ParseFromString(field.length_delimited()) || kv.key() != "pkg.torch.onnx.name_scopes") {
-      continue;
-    }
-    // ['', 'm', 'm.transformer', ..., 'm.transformer.h.0.attn', 'addmm']:
-    // cumulative module paths, then the op.
-    std::vector<std::string> parts;
+    if (!kv.ParseFromString(raw) || kv.key() != kScopes) continue;
+    // Cumulative module paths, then the op: keep the second-to-last string.
     const std::string& v = kv.value();
+    std::string last;
+    std::string before_last;
     for (size_t i = 0; i < v.size(); ++i) {
       if (v[i] != '\'' && v[i] != '"') continue;
       const char q = v[i];
       const size_t j = v.find(q, i + 1);
       if (j == std::string::npos) break;
-      parts.push_back(v.substr(i + 1, j - i - 1));
+      before_last = std::move(last);
+      last = v.substr(i + 1, j - i - 1);
       i = j;
     }
-    return parts.size() >= 2 ? parts[parts.size() - 2] : "";
+    scope = before_last;
+    found = true;
   }
+  if (found) return scope;
   const std::string& name = np.name();
   if (name.size() < 2 || name[0] != '/') return "";
   const size_t last = name.rfind('/');
@@ -527,7 +538,7 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
         if (!name_ok.ok()) return name_ok;
       }
     }
-    n.scope = ScopeOf(np);
+    n.scope = ScopeOf(np, &g->eval_mode_hint);
     const std::string where = "node '" + n.Label(ni) + "'";
     if (n.op_type.empty()) return im->Error(where + ": empty op_type");
     for (const auto& a : np.attribute()) {
@@ -586,13 +597,19 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
 
 void SilentLog(google::protobuf::LogLevel, const char*, int, const std::string&) {}
 
+// protobuf parses at most INT_MAX bytes (its sizes are int): the 2 GiB
+// default limit is one byte over that.
+int64_t FileLimit(const ImportLimits& limits) {
+  return std::min<int64_t>(limits.max_file_bytes, std::numeric_limits<int>::max());
+}
+
 }  // namespace
 
 Result<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& source,
                               const ImportLimits& limits) {
   Importer im{source, limits, 0};
-  if (static_cast<int64_t>(bytes.size()) > limits.max_file_bytes) {
-    return im.Error("file is larger than " + std::to_string(limits.max_file_bytes) + " bytes");
+  if (static_cast<int64_t>(bytes.size()) > FileLimit(limits)) {
+    return im.Error("file is larger than " + std::to_string(FileLimit(limits)) + " bytes");
   }
   if (bytes.empty()) return im.Error("empty file: not an ONNX model");
   google::protobuf::SetLogHandler(&SilentLog);
@@ -639,8 +656,8 @@ Result<Graph> ImportOnnxFile(const std::string& path, const ImportLimits& limits
   if (!f) return Status::Error(path + ": cannot open file");
   const std::streamoff size = f.tellg();
   if (size < 0) return Status::Error(path + ": cannot read file");
-  if (size > limits.max_file_bytes) {
-    return Status::Error(path + ": file is larger than " + std::to_string(limits.max_file_bytes) +
+  if (size > FileLimit(limits)) {
+    return Status::Error(path + ": file is larger than " + std::to_string(FileLimit(limits)) +
                          " bytes");
   }
   std::string bytes(static_cast<size_t>(size), '\0');

@@ -95,6 +95,7 @@ struct Graph {
   std::string producer_version;
   int64_t ir_version = 0;
   std::map<std::string, int64_t> opsets;  ///< domain -> version.
+  bool eval_mode_hint = false;            ///< The exporter recorded eval-only ops (model.eval()).
 
   std::vector<Tensor> tensors;
   std::vector<Node> nodes;

@@ -642,10 +642,11 @@ void Simulator::OptimizerStep(bool first) {
   if (first) {
     for (int p : s_.params) {
       const int64_t b = s_.vals[p].bytes;
+      if (!grad_of_.count(p)) continue;  // torch.optim skips p.grad is None.
       if (adam) {
         state_.push_back(AllocNew(b, Category::kOptimizerState));
         state_.push_back(AllocNew(b, Category::kOptimizerState));
-      } else if (o_.optimizer == Optimizer::kMomentum && grad_of_.count(p)) {
+      } else if (o_.optimizer == Optimizer::kMomentum) {
         state_.push_back(AllocNew(b, Category::kOptimizerState));
       }
     }
@@ -849,17 +850,11 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options)
   for (int p : s.params) plan.parameter_bytes += s.vals[p].bytes;
   for (int b : s.buffers) plan.buffer_bytes += s.vals[b].bytes;
   plan.context_bytes = options.context_bytes >= 0 ? options.context_bytes : kDefaultContextBytes;
-  if (options.mode == Mode::kTrain) {
-    for (const Node& n : g.nodes) {
-      if (n.op_type == "BatchNormalization" && n.GetInt("training_mode", 0) == 0 &&
-          n.outputs.size() == 1) {
-        plan.warnings.push_back(g.source +
-                                ": the model was exported for inference (BatchNormalization "
-                                "without training outputs); export it in train mode for an "
-                                "accurate training plan");
-        break;
-      }
-    }
+  if (options.mode == Mode::kTrain && g.eval_mode_hint) {
+    plan.warnings.push_back(g.source +
+                            ": the model was exported in eval mode (batch norm without training "
+                            "statistics, no dropout); a training plan needs a train-mode export "
+                            "(see the README)");
   }
   Simulator sim(s, options, batch);
   sim.Run();

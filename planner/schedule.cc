@@ -26,6 +26,9 @@ std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape) {
 }
 
 bool IsContiguous(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+  for (int64_t d : shape) {
+    if (d == 0) return true;  // Empty tensors are contiguous whatever their strides.
+  }
   int64_t expected = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     if (shape[i] == 1) continue;
@@ -361,6 +364,27 @@ bool Builder::ComputeViewOutput(const Node& n, int in_val, int out_tensor, Val* 
     }
     if (in.shape.size() != new_shape.size()) return false;
     out->strides = in.strides;
+    if (op == "Slice") {
+      // x[a:b:step] multiplies the stride of each sliced axis by its step.
+      const Tensor* axes =
+          n.inputs.size() > 3 && n.inputs[3] >= 0 ? &g_.tensors[n.inputs[3]] : nullptr;
+      const Tensor* steps =
+          n.inputs.size() > 4 && n.inputs[4] >= 0 ? &g_.tensors[n.inputs[4]] : nullptr;
+      if (steps && !steps->has_values) return false;
+      if (steps) {
+        const int64_t r = static_cast<int64_t>(in.shape.size());
+        for (size_t i = 0; i < steps->values.size(); ++i) {
+          int64_t axis = static_cast<int64_t>(i);
+          if (axes) {
+            if (!axes->has_values || i >= axes->values.size()) return false;
+            axis = axes->values[i];
+          }
+          if (axis < 0) axis += r;
+          if (axis < 0 || axis >= r) return false;
+          out->strides[axis] *= steps->values[i];
+        }
+      }
+    }
     return true;
   }
   // Reshape, Flatten, Squeeze, Unsqueeze: a view when the strides allow.

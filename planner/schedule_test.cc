@@ -44,10 +44,6 @@ TEST(ScheduleStrides, IsContiguous) {
 // strides; IsContiguous only notices the 0 once the dims after it matched.
 TEST(ScheduleStrides, EmptyTensorIsContiguousWhateverItsStrides) {
   EXPECT_TRUE(IsContiguous({3, 0}, {7, 7}));
-  if (!IsContiguous({0, 3}, {7, 7})) {
-    GTEST_SKIP() << "BUG (planner/schedule.cc IsContiguous): IsContiguous({0, 3}, {7, 7}) is "
-                    "false; PyTorch treats every empty tensor as contiguous";
-  }
   EXPECT_TRUE(IsContiguous({0, 3}, {7, 7}));
   EXPECT_TRUE(IsContiguous({2, 0, 3}, {1, 1, 5}));
 }
@@ -440,12 +436,6 @@ TEST(Schedule, StridedSliceIsANonContiguousView) {
   EXPECT_TRUE(even->view);
   EXPECT_EQ(s->vals[b.g.Find("all")].strides, (Shape{4, 1}));
   EXPECT_EQ(OpOfNode(s.value(), b.g, "flatten_all")->op_type, "Reshape");
-  if (s->vals[b.g.Find("even")].strides == Shape{4, 1}) {
-    GTEST_SKIP() << "BUG (planner/schedule.cc ComputeViewOutput): Slice keeps its input's "
-                    "strides whatever its steps: x[::2] of a [4, 4] tensor gets strides "
-                    "{4, 1} (PyTorch {8, 1}), so its reshape is planned as a view, not a "
-                    "copy";
-  }
   EXPECT_EQ(s->vals[b.g.Find("even")].strides, (Shape{8, 1}));
   const ExecOp* flat = OpOfNode(s.value(), b.g, "flatten_even");
   EXPECT_EQ(flat->op_type, "Reshape(copy)");
