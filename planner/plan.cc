@@ -329,7 +329,7 @@ void Simulator::Forward(bool grad_mode) {
         seg_held_[op.segment].push_back(st);
       }
     }
-    forward_flops += op.flops;
+    forward_flops = SatAdd(forward_flops, op.flops);
     if (op.uses_cublas && !fwd_workspace_) {
       fwd_workspace_ = true;
       Ref(AllocNew(kCublasWorkspaceBytes, Category::kWorkspaces));
@@ -485,7 +485,7 @@ void Simulator::Backward() {
     }
     if (op.segment >= 0 && !recomputed_[op.segment]) Recompute(op.segment);
     Step(Phase::kBackward, op.label);
-    backward_flops += 2 * op.flops;
+    backward_flops = SatAdd(backward_flops, SatMulNonNeg(2, op.flops));
     if (op.uses_cublas && !bwd_workspace_) {
       bwd_workspace_ = true;
       Ref(AllocNew(kCublasWorkspaceBytes, Category::kWorkspaces));
@@ -596,7 +596,7 @@ void Simulator::Recompute(int seg) {
   for (int j = first; j <= last; ++j) {
     const ExecOp& op = s_.ops[j];
     if (op.segment != seg) continue;
-    recompute_flops += op.flops;
+    recompute_flops = SatAdd(recompute_flops, op.flops);
     int ws = -1;
     if (op.fwd_workspace > 0) ws = AllocNew(op.fwd_workspace, Category::kWorkspaces);
     for (int v : op.out) {
@@ -859,8 +859,7 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options)
   Simulator sim(s, options, batch);
   sim.Run();
   auto r = SimulateCachingAllocator(sim.events, options.allocator);
-  if (!r.ok())
-    return Status::Error(g.source + ": internal error in the allocator replay: " + r.message());
+  if (!r.ok()) return Status::Error(g.source + ": cannot replay the allocations: " + r.message());
   const SimResult& res = r.value();
   const auto& it = sim.iteration_events;
   // Peaks are those of the step (the calibration protocol resets the peak
@@ -878,9 +877,12 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options)
     p->device_bytes = p->reserved_bytes + plan.context_bytes;
   }
   const int iter = options.mode == Mode::kTrain && options.step == StepKind::kSteady ? 2 : 0;
-  plan.forward_flops = sim.forward_flops / static_cast<int64_t>(sim.iteration_events.size());
-  plan.backward_flops = sim.backward_flops / static_cast<int64_t>(sim.iteration_events.size());
-  plan.recompute_flops = sim.recompute_flops / static_cast<int64_t>(sim.iteration_events.size());
+  // Per step (the simulation ran several); a saturated sum stays saturated.
+  const int64_t steps = static_cast<int64_t>(sim.iteration_events.size());
+  auto per_step = [steps](int64_t total) { return total == INT64_MAX ? total : total / steps; };
+  plan.forward_flops = per_step(sim.forward_flops);
+  plan.backward_flops = per_step(sim.backward_flops);
+  plan.recompute_flops = per_step(sim.recompute_flops);
   // The timeline of the planned iteration: one point per step.
   const size_t e0 = sim.iteration_events[iter].first;
   const size_t e1 = sim.iteration_events[iter].second;

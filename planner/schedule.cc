@@ -600,7 +600,7 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     for (int v : op.out) {
       if (v >= 0) {
         int64_t numel = 0;
-        if (CheckedNumel(s_.vals[v].shape, &numel)) op.flops += numel;
+        if (CheckedNumel(s_.vals[v].shape, &numel)) op.flops = SatAdd(op.flops, numel);
       }
     }
   }
@@ -763,7 +763,7 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
       // Backward accumulates dq in fp32 and keeps fp32 row sums.
       op.bwd_workspace = BytesOf({bh, sq, d}, DType::kFloat) + BytesOf({bh, sq}, DType::kFloat);
     }
-    op.flops = 4 * bh * sq * sk * d;
+    op.flops = SatProduct({4, bh, sq, sk, d});
     s_.ops.push_back(op);
     return;
   }
@@ -793,9 +793,10 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
     const int x = Synthetic(label + "/" + suffix, sshape, t, {}, -1);
     return x;
   };
-  const int64_t s2 = bh * sq * sk;
+  const int64_t s2 = SatProduct({bh, sq, sk});
   int scores = make("scores", dt);
-  AddCompute("MatMul", label + "/scores", -1, matmul, {q, kt}, {scores}, nullptr, 2 * s2 * d);
+  AddCompute("MatMul", label + "/scores", -1, matmul, {q, kt}, {scores}, nullptr,
+             SatProduct({2, s2, d}));
   // The saved operands are the (possibly copied) inputs of that matmul.
   ExecOp& mm = s_.ops.back();
   std::vector<SavedRef> mm_saves = {{mm.in[0], 0, ""}, {mm.in[1], 0, ""}};
@@ -814,7 +815,7 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
   const int probs = make("probs", amp ? DType::kFloat : dt);
   std::vector<SavedRef> soft_saves = {{probs, 0, ""}};
   AddCompute("Softmax", label + "/softmax", -1, FindOp("", "Softmax"), {cur}, {probs}, &soft_saves,
-             5 * s2);
+             SatMulNonNeg(5, s2));
   cur = probs;
   if (r.dropout > 0.0) {
     const int dropped = make("dropout", s_.vals[cur].dtype);
@@ -827,7 +828,7 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
     cur = CastVal(cur, half, false, "autocast(" + label + "/context)");
   }
   AddCompute("MatMul", label + "/context", -1, matmul, {cur, v}, {out}, nullptr,
-             2 * bh * sq * sk * dv);
+             SatProduct({2, bh, sq, sk, dv}));
   ExecOp& mm2 = s_.ops.back();
   std::vector<SavedRef> mm2_saves = {{mm2.in[0], 0, ""}, {mm2.in[1], 0, ""}};
   mm2.saved = train ? mm2_saves : std::vector<SavedRef>{};
