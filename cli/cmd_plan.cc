@@ -18,29 +18,10 @@ struct PlanArgs {
 };
 
 int RunPlan(const PlanArgs& a) {
-  auto loaded = LoadGraph(a.model.model);
-  if (!loaded.ok()) {
-    return Fail(loaded.message());
-  }
-  auto bindings = ToBindings(a.model);
-  if (!bindings.ok()) {
-    return Fail(bindings.message());
-  }
-  auto options = ToPlanOptions(a.plan);
-  if (!options.ok()) {
-    return Fail(options.message());
-  }
-  std::vector<std::string> warnings;
-  auto g = BindShapes(loaded.value(), bindings.value(), &warnings);
-  if (!g.ok()) {
-    return Fail(g.message());
-  }
-  PrintWarnings(warnings);
-  auto plan = MakePlan(g.value(), bindings->batch, options.value());
+  auto plan = PlanFromFlags(a.model, a.plan, false);
   if (!plan.ok()) {
     return Fail(plan.message());
   }
-  PrintWarnings(plan->warnings);
   // md, junit and html reuse the check report with no budget.
   ReportCase c;
   if (a.format == "md" || a.format == "junit" || a.format == "html" || !a.timeline.empty()) {

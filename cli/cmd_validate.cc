@@ -122,18 +122,6 @@ int RunValidate(const ValidateArgs& a) {
     std::cerr << "memplan: error: " << kNoCudaBuildMessage << "\n";
     return kExitGpu;
   }
-  auto loaded = LoadGraph(a.model.model);
-  if (!loaded.ok()) {
-    return Fail(loaded.message());
-  }
-  auto bindings = ToBindings(a.model);
-  if (!bindings.ok()) {
-    return Fail(bindings.message());
-  }
-  auto options = ToPlanOptions(a.plan);
-  if (!options.ok()) {
-    return Fail(options.message());
-  }
   auto margin = ParseSize(a.margin);
   if (!margin.ok()) {
     return Fail("--margin: " + margin.message());
@@ -141,24 +129,16 @@ int RunValidate(const ValidateArgs& a) {
   if (!(a.tolerance >= 0)) {
     return Fail("--tolerance must be >= 0");
   }
-  options->keep_events = true;
-  std::vector<std::string> warnings;
-  auto g = BindShapes(loaded.value(), bindings.value(), &warnings);
-  if (!g.ok()) {
-    return Fail(g.message());
-  }
-  PrintWarnings(warnings);
-  auto plan = MakePlan(g.value(), bindings->batch, options.value());
+  auto plan = PlanFromFlags(a.model, a.plan, true);
   if (!plan.ok()) {
     return Fail(plan.message());
   }
-  PrintWarnings(plan->warnings);
 
   ValidationRequest req;
   req.events = plan->events;
-  req.allocator = options->allocator;
+  req.allocator = plan->options.allocator;
   req.kernels = plan->kernels;  // kernel_event empty: after the last event.
-  req.compute_dtype = ComputeDType(options->precision);
+  req.compute_dtype = ComputeDType(plan->options.precision);
   req.device = a.device;
   req.safety_margin_bytes = margin.value();
   req.tolerance = a.tolerance;

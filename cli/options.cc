@@ -117,6 +117,23 @@ Result<Graph> BindShapes(const Graph& g, const ShapeBindings& b, std::vector<std
   return copy;
 }
 
+Result<Plan> PlanFromFlags(const ModelFlags& m, const PlanFlags& p, bool keep_events) {
+  auto loaded = LoadGraph(m.model);
+  if (!loaded.ok()) return loaded.status();
+  auto bindings = ToBindings(m);
+  if (!bindings.ok()) return bindings.status();
+  auto options = ToPlanOptions(p);
+  if (!options.ok()) return options.status();
+  options->keep_events = keep_events;
+  std::vector<std::string> warnings;
+  auto g = BindShapes(loaded.value(), bindings.value(), &warnings);
+  if (!g.ok()) return g.status();
+  PrintWarnings(warnings);
+  auto plan = MakePlan(g.value(), bindings->batch, options.value());
+  if (plan.ok()) PrintWarnings(plan->warnings);
+  return plan;
+}
+
 void PrintWarnings(const std::vector<std::string>& warnings) {
   for (const std::string& w : warnings) std::cerr << "warning: " << w << "\n";
 }

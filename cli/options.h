@@ -52,6 +52,10 @@ Result<Graph> LoadGraph(const std::string& path);
 /// A copy of `g` with shapes inferred for `b`; warnings appended.
 Result<Graph> BindShapes(const Graph& g, const ShapeBindings& b, std::vector<std::string>* warn);
 
+/// Imports the model, binds its symbols and plans it with the flags
+/// (warnings go to stderr); `keep_events` keeps the allocator trace.
+Result<Plan> PlanFromFlags(const ModelFlags& m, const PlanFlags& p, bool keep_events);
+
 /// Prints warnings to stderr, one line each.
 void PrintWarnings(const std::vector<std::string>& warnings);
 /// Prints an error line to stderr and returns kExitBadInput.
