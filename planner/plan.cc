@@ -771,7 +771,7 @@ Peak PeakOf(const Simulator& sim, const SimResult& r, size_t e0, size_t e1) {
     p.node = sim.steps_label[step];
     p.phase = sim.steps_phase[step];
   }
-  p.fragmentation = r.reserved_after.empty() || r.reserved_after[at] == 0
+  p.fragmentation = at >= r.reserved_after.size() || r.reserved_after[at] == 0
                         ? 0.0
                         : 1.0 - static_cast<double>(r.allocated_after[at]) / r.reserved_after[at];
   return p;
