@@ -28,7 +28,15 @@ for m in resnet18 mobilenet_v2_train_ts resnet50_train_ts bert_base_train_ts; do
   cp "models/$m.onnx" "$build/seeds/"
 done
 
+# In CI the run is reproducible: a fixed seed and a fixed number of runs
+# (FUZZ_SEED, FUZZ_RUNS), so a red build is a real crash that replays;
+# elsewhere it explores from a random seed for $seconds.
+repro=()
+if [ "${CI:-}" = "true" ]; then
+  repro=(-seed="${FUZZ_SEED:-1}" -runs="${FUZZ_RUNS:-20000}")
+  seconds=${FUZZ_SECONDS:-900}  # a cap only: the run ends after FUZZ_RUNS
+fi
 "$build/tests/fuzz_import" "$build/fuzz-corpus" "$build/seeds" \
   -dict=tests/corpus/onnx.dict -max_len=400000 -rss_limit_mb=4096 -timeout=30 \
-  -max_total_time="$seconds" -print_final_stats=1 \
+  -max_total_time="$seconds" -print_final_stats=1 "${repro[@]}" \
   -artifact_prefix="$build/artifacts/" ${FUZZ_EXTRA_ARGS:-}
