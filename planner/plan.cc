@@ -105,7 +105,8 @@ constexpr int64_t kBackwardExtraBytes = 1LL << 20;
 // One allocation the simulated process owns.
 struct Storage {
   int64_t bytes = 0;
-  Category cat = Category::kTransients;
+  Category cat = Category::kTransients;        // Current (after retags).
+  Category first_cat = Category::kTransients;  // At allocation.
   int refs = 0;
   bool live = false;
   int64_t id = -1;  // MemEvent id while live
@@ -115,7 +116,7 @@ struct Storage {
 // over a schedule and records allocator events.
 class Simulator {
  public:
-  Simulator(const Schedule& s, const PlanOptions& o, int64_t batch) : s_(s), o_(o), batch_(batch) {
+  Simulator(const Schedule& s, const PlanOptions& o) : s_(s), o_(o) {
     root_.resize(s.vals.size());
     for (size_t v = 0; v < s.vals.size(); ++v) {
       int r = static_cast<int>(v);
@@ -181,6 +182,7 @@ class Simulator {
     Storage st;
     st.bytes = bytes;
     st.cat = cat;
+    st.first_cat = cat;
     storages.push_back(st);
     return static_cast<int>(storages.size()) - 1;
   }
@@ -238,7 +240,6 @@ class Simulator {
 
   const Schedule& s_;
   const PlanOptions& o_;
-  int64_t batch_;
   int64_t next_id_ = 1;
   std::vector<int> root_;
   std::vector<int> storage_of_val_;  // by root val
@@ -700,13 +701,10 @@ void Simulator::Run() {
     Iteration(false);
     return;
   }
-  if (o_.step == StepKind::kSteady) {
-    // The optimizer state of an earlier step exists already.
-  }
+  // First step, then two steady ones (options.step picks which to report).
   Iteration(true);
   Iteration(false);
   Iteration(false);
-  (void)batch_;
 }
 
 Peak PeakOf(const Simulator& sim, const SimResult& r, size_t e0, size_t e1) {
@@ -725,23 +723,12 @@ Peak PeakOf(const Simulator& sim, const SimResult& r, size_t e0, size_t e1) {
   }
   // Categories and the exact live sum at the peak.
   std::unordered_map<int64_t, std::pair<int64_t, int>> live;  // id -> (block, storage)
+  // Replay categories: each storage starts with its category at allocation;
+  // retags apply in event order.
   std::vector<Category> cat(sim.storages.size());
-  for (size_t i = 0; i < sim.storages.size(); ++i) cat[i] = Category::kTransients;
+  for (size_t i = 0; i < sim.storages.size(); ++i) cat[i] = sim.storages[i].first_cat;
+  const auto& retags = sim.retags;
   size_t rt = 0;
-  std::vector<Category> initial(sim.storages.size());
-  // Replay categories: storages start with the category they were made with
-  // before any retag; apply retags in event order.
-  std::vector<std::vector<std::pair<size_t, Category>>> tags(sim.storages.size());
-  for (const auto& t : sim.retags)
-    tags[std::get<1>(t)].emplace_back(std::get<0>(t), std::get<2>(t));
-  for (size_t i = 0; i < sim.storages.size(); ++i) {
-    Category c = sim.storages[i].cat;
-    // The stored category is the last one; the first is before any retag.
-    if (!tags[i].empty()) c = Category::kTransients;
-    initial[i] = c;
-    cat[i] = c;
-  }
-  std::vector<std::tuple<size_t, int, Category>> retags = sim.retags;
   int64_t lower = 0;
   for (size_t e = 0; e <= at && e < sim.events.size(); ++e) {
     while (rt < retags.size() && std::get<0>(retags[rt]) <= e) {
@@ -856,7 +843,7 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options)
                             "statistics, no dropout); a training plan needs a train-mode export "
                             "(see the README)");
   }
-  Simulator sim(s, options, batch);
+  Simulator sim(s, options);
   sim.Run();
   auto r = SimulateCachingAllocator(sim.events, options.allocator);
   if (!r.ok()) return Status::Error(g.source + ": cannot replay the allocations: " + r.message());
@@ -929,9 +916,6 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options)
       } else if (open.count(ev.id)) {
         bufs[open[ev.id]].last = sim.event_step[e];
       }
-    }
-    for (const auto& kv : open) {
-      (void)kv;
     }
     ArenaResult ar = PackGreedyBySize(bufs, 512);
     plan.arena_bytes = ar.arena_size;
