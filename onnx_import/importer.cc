@@ -318,17 +318,17 @@ Status ReadType(const Importer& im, const onnx::TypeProto& type, const std::stri
 
 Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g);
 
-// The module path of a node: the dynamo exporter's name scopes
-// (['', 'm', 'm.transformer', ..., 'm.transformer.h.0.attn', 'addmm']), or a
-// TorchScript-style name ("/layer1/layer1.0/conv1/Conv" -> "layer1.0.conv1").
-// Sets *eval_op when the exporter recorded an eval-only op (batch norm
-// without training statistics).
-std::string ScopeOf(const onnx::NodeProto& np, bool* eval_op) {
+// The modules a node runs inside, outermost first, and its module path: the
+// dynamo exporter's name scopes (['', 'm', 'm.transformer', ...,
+// 'm.transformer.h.0.attn', 'addmm']), or a TorchScript-style name
+// ("/layer1/layer1.0/conv1/Conv" -> layer1, layer1.0, layer1.0.conv1). Sets
+// *eval_op when the exporter recorded an eval-only op (batch norm without
+// training statistics).
+void ReadModules(const onnx::NodeProto& np, Node* n, bool* eval_op) {
   // NodeProto.metadata_props (field 9, IR 10) is newer than Debian's schema:
   // read it from the unknown fields, parsing only the entries we use.
   static const std::string kScopes = "pkg.torch.onnx.name_scopes";
   const auto& unknown = np.GetReflection()->GetUnknownFields(np);
-  std::string scope;
   bool found = false;
   for (int f = 0; f < unknown.field_count(); ++f) {
     const auto& field = unknown.field(f);
@@ -341,44 +341,52 @@ std::string ScopeOf(const onnx::NodeProto& np, bool* eval_op) {
     if (found || raw.find(kScopes) == std::string::npos) continue;
     onnx::StringStringEntryProto kv;
     if (!kv.ParseFromString(raw) || kv.key() != kScopes) continue;
-    // Cumulative module paths, then the op: keep the second-to-last string.
+    // A Python list of quoted strings: the root module '', the called
+    // modules, then the op. Entries the exporter adds for ops outside any
+    // module ("_empty_nn_module_stack...") are not modules.
     const std::string& v = kv.value();
-    std::string last;
-    std::string before_last;
+    std::vector<std::string> strings;
     for (size_t i = 0; i < v.size(); ++i) {
       if (v[i] != '\'' && v[i] != '"') continue;
       const char q = v[i];
       const size_t j = v.find(q, i + 1);
       if (j == std::string::npos) break;
-      before_last = std::move(last);
-      last = v.substr(i + 1, j - i - 1);
+      strings.push_back(v.substr(i + 1, j - i - 1));
       i = j;
     }
-    scope = before_last;
+    if (!strings.empty()) strings.pop_back();  // the op
+    for (std::string& m : strings) {
+      if (!m.empty() && m.rfind("_empty_nn_module_stack", 0) != 0)
+        n->modules.push_back(std::move(m));
+    }
     found = true;
   }
-  if (found) return scope;
-  const std::string& name = np.name();
-  if (name.size() < 2 || name[0] != '/') return "";
-  const size_t last = name.rfind('/');
-  std::string path = name.substr(1, last == 0 ? 0 : last - 1);
-  // "/layer1/layer1.0/conv1": each level repeats its parent's prefix.
-  std::string out;
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t slash = path.find('/', start);
-    if (slash == std::string::npos) slash = path.size();
-    const std::string part = path.substr(start, slash - start);
-    if (!part.empty()) {
-      if (!out.empty() && part.rfind(out + ".", 0) == 0) {
-        out = part;
-      } else {
-        out = out.empty() ? part : out + "." + part;
+  n->modules_known = found;
+  if (!found) {
+    const std::string& name = np.name();
+    if (name.size() < 2 || name[0] != '/') return;
+    n->modules_known = true;
+    const size_t last = name.rfind('/');
+    const std::string path = name.substr(1, last == 0 ? 0 : last - 1);
+    // "/layer1/layer1.0/conv1": each level repeats its parent's prefix.
+    std::string out;
+    size_t start = 0;
+    while (start <= path.size()) {
+      size_t slash = path.find('/', start);
+      if (slash == std::string::npos) slash = path.size();
+      const std::string part = path.substr(start, slash - start);
+      if (!part.empty()) {
+        if (!out.empty() && part.rfind(out + ".", 0) == 0) {
+          out = part;
+        } else {
+          out = out.empty() ? part : out + "." + part;
+        }
+        n->modules.push_back(out);
       }
+      start = slash + 1;
     }
-    start = slash + 1;
   }
-  return out;
+  if (!n->modules.empty()) n->scope = n->modules.back();
 }
 
 Status ReadAttribute(Importer* im, const onnx::AttributeProto& a, const std::string& where,
@@ -538,7 +546,7 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
         if (!name_ok.ok()) return name_ok;
       }
     }
-    n.scope = ScopeOf(np, &g->eval_mode_hint);
+    ReadModules(np, &n, &g->eval_mode_hint);
     const std::string where = "node '" + n.Label(ni) + "'";
     if (n.op_type.empty()) return im->Error(where + ": empty op_type");
     for (const auto& a : np.attribute()) {

@@ -73,6 +73,9 @@ struct Node {
   std::string op_type;
   std::string domain;  ///< "" for the default ONNX domain.
   std::string scope;   ///< Module path ("layer1.0.conv1"), from exporter metadata or the name.
+  /// The modules whose call runs this node, outermost first (scope is last).
+  std::vector<std::string> modules;
+  bool modules_known = false;  ///< The exporter recorded them (none: a root-level op).
   std::vector<int> inputs;
   std::vector<int> outputs;
   std::map<std::string, Attribute> attrs;

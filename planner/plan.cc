@@ -149,6 +149,13 @@ class Simulator {
       if (seg_first_[seg] < 0) seg_first_[seg] = static_cast<int>(i);
       seg_last_[seg] = static_cast<int>(i);
     }
+    // A value dies after its last reader, or when the module call that got
+    // it as an argument returns, whichever is later.
+    release_.assign(s.ops.size(), {});
+    for (size_t v = 0; v < s.vals.size(); ++v) {
+      if (last_use_[v] < 0) continue;
+      release_[std::max(last_use_[v], s.vals[v].held_until)].push_back(static_cast<int>(v));
+    }
     // A checkpointed segment keeps the tensors entering it.
     for (size_t i = 0; i < s.ops.size(); ++i) {
       const int seg = s.ops[i].segment;
@@ -245,6 +252,7 @@ class Simulator {
   std::vector<int> storage_of_val_;  // by root val
   std::vector<bool> saved_root_;
   std::vector<int> last_use_;
+  std::vector<std::vector<int>> release_;  // per op: values that die after it
   bool fwd_workspace_ = false;
   bool bwd_workspace_ = false;
   // Per iteration.
@@ -376,8 +384,8 @@ void Simulator::Forward(bool grad_mode) {
       }
     }
     // Values whose last reader was this op die (the logits live on as `out`).
-    for (int v : op.in) {
-      if (v < 0 || last_use_[v] != static_cast<int>(i) || v == s_.logits) continue;
+    for (int v : release_[i]) {
+      if (v == s_.logits) continue;
       if (s_.vals[v].is_param || s_.vals[v].is_buffer) continue;
       bool is_input = false;
       for (int x : s_.inputs) is_input = is_input || x == v;

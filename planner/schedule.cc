@@ -8,6 +8,7 @@
 #include "planner/attention.h"
 #include "planner/checked.h"
 #include "planner/fusion.h"
+#include "planner/module_calls.h"
 #include "planner/op_registry.h"
 #include "planner/ops/op_util.h"
 #include "planner/params.h"
@@ -896,7 +897,9 @@ void Builder::ProcessNode(int ni) {
 
 Result<Schedule> BuildSchedule(const Graph& g, const PlanOptions& options) {
   Builder b(g, options);
-  return b.Build();
+  Result<Schedule> s = b.Build();
+  if (s.ok()) MarkModuleArguments(g, &s.value());
+  return s;
 }
 
 }  // namespace memplan

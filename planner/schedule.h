@@ -24,6 +24,8 @@ struct Val {
   bool is_param = false;
   bool is_buffer = false;  ///< Non-trainable initializer or graph input.
   bool phantom = false;    ///< Never allocated (in-place stats, aux outputs).
+  /// Op index until which a module call's argument list holds it; -1: none.
+  int held_until = -1;
 };
 
 /// A tensor kept for backward: a reference to a Val or a new allocation.

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Records the caching allocator's event trace (allocations, frees, segment
+creations, with the Python frames that made them) for one calibration-style
+run, so a memplan plan can be compared with PyTorch event by event.
+
+The run follows the calibration protocol (warm libraries, settle, a fresh
+model, train: 3 steps of forward + cross entropy + backward + optimizer +
+zero_grad; infer: eval, two forwards under inference_mode).
+
+Usage (on the GPU machine):
+  python3 bench/memtrace.py OUT.json MODEL MODE BATCH [PRECISION] [OPTIMIZER]
+MODEL is a torchvision name; MODE is train or infer.
+"""
+import copy
+import gc
+import json
+import sys
+
+import torch
+import torch.nn.functional as F
+import torchvision
+
+torch.backends.cudnn.benchmark = False
+
+
+def settle():
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+
+
+def warm_libraries():
+    for dt in (torch.float32, torch.bfloat16, torch.float16):
+        a = torch.randn(256, 256, device="cuda", dtype=dt)
+        (a @ a).sum().item()
+    c = torch.nn.Conv2d(3, 8, 3).cuda()
+    c(torch.randn(2, 3, 32, 32, device="cuda")).sum().backward()
+    del a, c
+    settle()
+
+
+def frame_summary(frames):
+    """The innermost frames that name a module or a torch function."""
+    keep = []
+    for f in frames:
+        fn = f.get("filename", "")
+        if "memtrace.py" in fn and f.get("name") != "main":
+            continue
+        if any(s in fn for s in ("torch/nn", "torchvision", "torch/optim", "torch/autograd",
+                                  "torch/_tensor", "torch/functional", "memtrace")):
+            short = fn.split("/")[-1]
+            keep.append(f"{short}:{f.get('line')}:{f.get('name')}")
+        if len(keep) >= 4:
+            break
+    return "|".join(keep)
+
+
+def main():
+    out_path, name, mode, batch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    prec = sys.argv[5] if len(sys.argv) > 5 else "fp32"
+    opt_name = sys.argv[6] if len(sys.argv) > 6 else "adamw"
+    warm_libraries()
+    cpu_model = getattr(torchvision.models, name)(weights=None)
+    settle()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python")
+    model = copy.deepcopy(cpu_model).cuda()
+    x = torch.randn(batch, 3, 224, 224, device="cuda")
+    torch.cuda.reset_peak_memory_stats()
+    marks = []
+
+    def mark(what):
+        torch.cuda.synchronize()
+        marks.append(dict(what=what, allocated=torch.cuda.memory_allocated() - base,
+                          peak=torch.cuda.max_memory_allocated() - base,
+                          reserved=torch.cuda.memory_reserved()))
+
+    if mode == "infer":
+        model.eval()
+        with torch.inference_mode():
+            for i in range(2):
+                out = model(x)
+                del out
+                mark(f"forward {i}")
+    else:
+        model.train()
+        opt = (torch.optim.AdamW(model.parameters(), lr=1e-4) if opt_name == "adamw" else
+               torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9))
+        dtype = {"fp32": None, "amp_bf16": torch.bfloat16}[prec]
+        for i in range(3):
+            with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
+                out = model(x)
+                y = torch.randint(0, out.shape[1], (out.shape[0],), device="cuda")
+                loss = F.cross_entropy(out, y)
+            mark(f"forward {i}")
+            loss.backward()
+            mark(f"backward {i}")
+            opt.step()
+            mark(f"optimizer {i}")
+            opt.zero_grad(set_to_none=True)
+            del out, loss
+            mark(f"step {i}")
+    snap = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    events = []
+    for e in snap["device_traces"][0]:
+        if e["action"] in ("alloc", "free_completed", "segment_alloc", "segment_free"):
+            events.append([e["action"], e["addr"], e["size"], frame_summary(e.get("frames", []))])
+    json.dump(dict(model=name, mode=mode, batch=batch, precision=prec, optimizer=opt_name,
+                   base=base, max_allocated=torch.cuda.max_memory_allocated() - base,
+                   max_reserved=torch.cuda.max_memory_reserved(), marks=marks,
+                   events=events), open(out_path, "w"))
+    print(name, mode, batch, "peak", torch.cuda.max_memory_allocated() - base,
+          "reserved", torch.cuda.max_memory_reserved(), "events", len(events))
+
+
+if __name__ == "__main__":
+    main()
