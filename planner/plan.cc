@@ -343,8 +343,6 @@ void Simulator::Forward(bool grad_mode) {
       fwd_workspace_ = true;
       Ref(AllocNew(kCublasWorkspaceBytes, Category::kWorkspaces));
     }
-    int ws = -1;
-    if (op.fwd_workspace > 0) ws = AllocNew(op.fwd_workspace, Category::kWorkspaces);
     for (int v : op.out) {
       if (v < 0 || s_.vals[v].phantom) continue;
       const int r = root_[v];
@@ -359,7 +357,8 @@ void Simulator::Forward(bool grad_mode) {
       storage_of_val_[r] = st;
       Ref(st);
     }
-    if (ws >= 0) Free(ws);
+    // Kernels take their workspace after the outputs exist.
+    if (op.fwd_workspace > 0) Free(AllocNew(op.fwd_workspace, Category::kWorkspaces));
     if (grad_mode && !checkpointed) {
       for (const SavedRef& sr : op.saved) {
         int st;
@@ -553,6 +552,9 @@ void Simulator::Backward() {
         break;
     }
     if (op.bwd_workspace > 0) Free(AllocNew(op.bwd_workspace, Category::kWorkspaces));
+    if (op.bwd_weight_workspace > 0) {
+      Free(AllocNew(op.bwd_weight_workspace, Category::kWorkspaces));
+    }
     for (int v : op.out) {
       if (v < 0) continue;
       auto it = grad_of_.find(v);
@@ -606,8 +608,6 @@ void Simulator::Recompute(int seg) {
     const ExecOp& op = s_.ops[j];
     if (op.segment != seg) continue;
     recompute_flops = SatAdd(recompute_flops, op.flops);
-    int ws = -1;
-    if (op.fwd_workspace > 0) ws = AllocNew(op.fwd_workspace, Category::kWorkspaces);
     for (int v : op.out) {
       if (v < 0 || s_.vals[v].phantom) continue;
       const int r = root_[v];
@@ -620,7 +620,7 @@ void Simulator::Recompute(int seg) {
       storage_of_val_[r] = st;
       Ref(st);
     }
-    if (ws >= 0) Free(ws);
+    if (op.fwd_workspace > 0) Free(AllocNew(op.fwd_workspace, Category::kWorkspaces));
     for (const SavedRef& sr : op.saved) {
       int st;
       if (sr.val >= 0) {

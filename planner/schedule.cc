@@ -145,6 +145,52 @@ bool UsesCublas(const std::string& op) {
 }
 
 // The builder: walks the graph in order and appends ops and vals.
+// cuDNN in heuristic mode (PyTorch's default, cudnn.benchmark off) runs
+// NCHW convolutions with NHWC tensor-core kernels: the engine copies the
+// input, the weight and the output through a workspace that PyTorch takes
+// from the caching allocator for the call, after the output. Measured per
+// convolution on the H200 (bench/results/cudnn_workspace_h200.jsonl, and
+// 522 shapes in cudnn_ws_grid_h200.jsonl): exact for bf16 (inputs padded to
+// 8 channels); fp32 sometimes copies the input only, so this is its upper end.
+// Depthwise convolutions have NCHW kernels and unstrided 1x1 ones run as
+// GEMMs on NCHW: no workspace (their weight gradient's split-K buffers, a few
+// MiB, are left out). Backward takes one workspace of the same size for the
+// input gradient, then one for the weight gradient that is larger by its
+// split-K partial sums. That excess varies with the shape (0 to 240 MiB over
+// 406 convolutions of the grid); its medians are 4.5 MiB (fp32) and 2.25 MiB
+// (bf16): one global constant. Being larger, the second workspace often needs
+// a new segment: that is most of what a CNN's backward adds to
+// memory_reserved.
+constexpr int64_t kConvWeightGradExtraBytes = 4LL << 20;
+
+void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, ExecOp* op) {
+  if (op->in.size() < 2 || op->in[0] < 0 || op->in[1] < 0 || op->out.empty() || op->out[0] < 0) {
+    return;
+  }
+  const Val& x = vals[op->in[0]];
+  const Val& w = vals[op->in[1]];
+  const Val& y = vals[op->out[0]];
+  if (x.shape.size() < 3 || w.shape.size() < 3) return;
+  const int64_t channels = x.shape[1];
+  const int64_t groups = n.GetInt("group", 1);
+  if (groups > 1 && groups == channels) return;  // depthwise
+  bool unit = true;
+  for (size_t d = 2; d < w.shape.size(); ++d) unit = unit && w.shape[d] == 1;
+  for (int64_t st : n.GetInts("strides")) unit = unit && st == 1;
+  for (int64_t p : n.GetInts("pads")) unit = unit && p == 0;
+  if (unit) return;
+  int64_t elem = 0;
+  DTypeBytes(x.dtype, 1, &elem);
+  int64_t in_bytes = x.bytes;
+  if (elem == 2 && channels > 0 && channels % 8 != 0) {
+    in_bytes = SatMulNonNeg(x.bytes / channels, (channels + 7) / 8 * 8);
+  }
+  const int64_t ws = SatAdd(SatAdd(in_bytes, w.bytes), y.bytes);
+  op->fwd_workspace = ws;
+  if (x.requires_grad) op->bwd_workspace = ws;
+  if (w.requires_grad) op->bwd_weight_workspace = SatAdd(ws, kConvWeightGradExtraBytes);
+}
+
 class Builder {
  public:
   Builder(const Graph& g, const PlanOptions& o) : g_(g), o_(o) {}
@@ -596,6 +642,9 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     }
   }
   if (op_type == "Concat") op.grad_kind = GradKind::kAlias;
+  if (ni >= 0 && (op_type == "Conv" || op_type == "ConvTranspose")) {
+    ConvWorkspaces(g_.nodes[ni], s_.vals, &op);
+  }
   op.flops = flops >= 0 ? flops : (ni >= 0 && def && def->flops ? def->flops(g_, g_.nodes[ni]) : 0);
   if (flops < 0 && (ni < 0 || !def || !def->flops)) {
     for (int v : op.out) {

@@ -56,6 +56,8 @@ struct ExecOp {
   GradKind grad_kind = GradKind::kNew;
   int64_t fwd_workspace = 0;  ///< Transient bytes inside the forward call.
   int64_t bwd_workspace = 0;  ///< Transient bytes inside the backward call.
+  /// A second backward pass's (convolution weight gradient), after the first.
+  int64_t bwd_weight_workspace = 0;
   bool uses_cublas = false;
   int64_t flops = 0;                 ///< Forward FLOPs.
   bool hold_to_forward_end = false;  ///< Autocast weight cache entries.

@@ -551,3 +551,64 @@ TEST(Schedule, InferenceParamsNeedNoGrad) {
 
 }  // namespace
 }  // namespace memplan
+
+namespace memplan {
+namespace {
+
+void Ints(Node& n, const std::string& name, std::vector<int64_t> v) {
+  n.attrs[name].type = AttrType::kInts;
+  n.attrs[name].ints = std::move(v);
+}
+
+// x [N, 3, 32, 32] -> conv1 3x3 (16 out) -> a -> 1x1 conv (16) -> b ->
+// depthwise 3x3 -> c -> 3x3 stride 2 (32) -> y.
+GraphBuilder ConvChain() {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(3), D(32), D(32)});
+  b.Init("W1", {16, 3, 3, 3});
+  b.Init("W2", {16, 16, 1, 1});
+  b.Init("W3", {16, 1, 3, 3});
+  b.Init("W4", {32, 16, 3, 3});
+  Ints(b.Op("Conv", {"x", "W1"}, {"a"}, "conv1"), "pads", {1, 1, 1, 1});
+  b.Op("Conv", {"a", "W2"}, {"b"}, "pointwise");
+  Node& dw = b.Op("Conv", {"b", "W3"}, {"c"}, "depthwise");
+  Ints(dw, "pads", {1, 1, 1, 1});
+  dw.attrs["group"].type = AttrType::kInt;
+  dw.attrs["group"].i = 16;
+  Node& s2 = b.Op("Conv", {"c", "W4"}, {"y"}, "strided");
+  Ints(s2, "pads", {1, 1, 1, 1});
+  Ints(s2, "strides", {2, 2});
+  b.Output("y");
+  return b;
+}
+
+TEST(ScheduleConv, CudnnWorkspacesCopyInputWeightAndOutput) {
+  GraphBuilder b = ConvChain();
+  auto s = Build(&b, 8, Precision::kFp32);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const ExecOp* conv1 = OpOfNode(s.value(), b.g, "conv1");
+  const ExecOp* pw = OpOfNode(s.value(), b.g, "pointwise");
+  const ExecOp* dw = OpOfNode(s.value(), b.g, "depthwise");
+  const ExecOp* st = OpOfNode(s.value(), b.g, "strided");
+  ASSERT_TRUE(conv1 && pw && dw && st);
+  const int64_t x = 8 * 3 * 32 * 32 * 4, a = 8 * 16 * 32 * 32 * 4, w1 = 16 * 3 * 9 * 4;
+  EXPECT_EQ(conv1->fwd_workspace, x + a + w1);
+  // The graph input needs no gradient: only the weight-gradient pass.
+  EXPECT_EQ(conv1->bwd_workspace, 0);
+  EXPECT_EQ(conv1->bwd_weight_workspace, x + a + w1 + (4 << 20));
+  // Unstrided 1x1 and depthwise: none.
+  EXPECT_EQ(pw->fwd_workspace + pw->bwd_workspace + pw->bwd_weight_workspace, 0);
+  EXPECT_EQ(dw->fwd_workspace + dw->bwd_workspace + dw->bwd_weight_workspace, 0);
+  const int64_t c = a, y = 8 * 32 * 16 * 16 * 4, w4 = 32 * 16 * 9 * 4;
+  EXPECT_EQ(st->fwd_workspace, c + y + w4);
+  EXPECT_EQ(st->bwd_workspace, c + y + w4);
+  // bf16: the 3-channel input is padded to 8 channels.
+  GraphBuilder h = ConvChain();
+  auto sh = Build(&h, 8, Precision::kBf16);
+  ASSERT_TRUE(sh.ok()) << sh.message();
+  EXPECT_EQ(OpOfNode(sh.value(), h.g, "conv1")->fwd_workspace,
+            8 * 8 * 32 * 32 * 2 + a / 2 + w1 / 2);
+}
+
+}  // namespace
+}  // namespace memplan
