@@ -830,10 +830,10 @@ void KernelsOf(const Schedule& s, std::vector<KernelShape>* out) {
 
 }  // namespace
 
-Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options) {
-  auto sched = BuildSchedule(g, options);
-  if (!sched.ok()) return sched.status();
-  const Schedule& s = sched.value();
+namespace {
+
+Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& options,
+                          const Schedule& s) {
   if (options.mode == Mode::kTrain && s.logits < 0) {
     return Status::Error(g.source + ": the graph has no output to put a loss on");
   }
@@ -932,6 +932,26 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options)
   if (options.keep_events) plan.events = sim.events;
   KernelsOf(s, &plan.kernels);
   return plan;
+}
+
+}  // namespace
+
+Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options) {
+  PlanOptions o = options;
+  if (o.fp32_conv == Fp32ConvCopies::kBoth) o.fp32_conv = Fp32ConvCopies::kAll;
+  auto sched = BuildSchedule(g, o);
+  if (!sched.ok()) return sched.status();
+  auto plan = PlanSchedule(g, batch, o, sched.value());
+  if (!plan.ok() || options.fp32_conv != Fp32ConvCopies::kBoth || !sched->fp32_convs) return plan;
+  // cuDNN may pick either kind of fp32 engine: keep the plan that needs more.
+  o.fp32_conv = Fp32ConvCopies::kInputOnly;
+  auto other_sched = BuildSchedule(g, o);
+  if (!other_sched.ok()) return other_sched.status();
+  auto other = PlanSchedule(g, batch, o, other_sched.value());
+  if (!other.ok()) return other;
+  Result<Plan>& keep = other->peak.device_bytes > plan->peak.device_bytes ? other : plan;
+  keep->options.fp32_conv = Fp32ConvCopies::kBoth;
+  return keep;
 }
 
 }  // namespace memplan

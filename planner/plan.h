@@ -40,6 +40,12 @@ const char* CategoryName(Category c);
 const char* ModeName(Mode m);
 
 /// How the step is run.
+/// Which copies cuDNN's fp32 convolution engines make: its heuristics pick,
+/// per shape, engines that copy input, weight and output, or input and weight
+/// only (then unstrided 1x1 weight gradients copy all three). kBoth plans
+/// both and keeps the one that needs more device memory.
+enum class Fp32ConvCopies { kBoth, kAll, kInputOnly };
+
 struct PlanOptions {
   Mode mode = Mode::kInference;
   Precision precision = Precision::kFp32;
@@ -52,6 +58,7 @@ struct PlanOptions {
   /// Modules (Node::scope paths) recomputed in backward; see checkpoint.h.
   std::vector<std::string> checkpoint_segments;
   bool keep_events = false;  ///< Keep the allocator trace (for validation).
+  Fp32ConvCopies fp32_conv = Fp32ConvCopies::kBoth;
 };
 
 /// Bytes per category.
@@ -105,7 +112,7 @@ struct Plan {
   int64_t forward_flops = 0;
   int64_t backward_flops = 0;
   int64_t recompute_flops = 0;
-  int64_t bytes_moved = 0;  ///< Rough DRAM traffic of one step.
+  int64_t bytes_moved = 0;        ///< Rough DRAM traffic of one step.
   int64_t arena_bytes = 0;        ///< Inference: activations packed in one arena.
   int64_t arena_lower_bound = 0;  ///< Inference: most activation bytes live at once.
   std::vector<TimelinePoint> timeline;

@@ -559,5 +559,45 @@ TEST(Plan, EvalModeExportWarnsInTraining) {
   EXPECT_TRUE(inf.warnings.empty());
 }
 
+// x [N, 16, 64, 64] -> 3x3 conv to 64 channels -> global pool -> logits.
+GraphBuilder WideConv() {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(16), D(64), D(64)});
+  b.Init("W", {64, 16, 3, 3});
+  Node& c = b.Op("Conv", {"x", "W"}, {"y"}, "conv");
+  c.attrs["pads"].type = AttrType::kInts;
+  c.attrs["pads"].ints = {1, 1, 1, 1};
+  b.Op("GlobalAveragePool", {"y"}, {"p"}, "pool");
+  b.Op("Flatten", {"p"}, {"logits"}, "flatten");
+  b.Output("logits");
+  return b;
+}
+
+TEST(Plan, Fp32ConvolutionsArePlannedForBothKindsOfCudnnEngine) {
+  for (Mode m : {Mode::kInference, Mode::kTrain}) {
+    PlanOptions o = m == Mode::kTrain ? Train(Optimizer::kSgd) : Inference();
+    o.fp32_conv = Fp32ConvCopies::kAll;
+    const Plan all = PlanOf(WideConv(), 32, o);
+    o.fp32_conv = Fp32ConvCopies::kInputOnly;
+    const Plan input_only = PlanOf(WideConv(), 32, o);
+    o.fp32_conv = Fp32ConvCopies::kBoth;
+    const Plan both = PlanOf(WideConv(), 32, o);
+    // Inference peaks at the convolution: the copy of its 32 MiB output is
+    // the difference. (Training peaks in the weight gradient, the same in both.)
+    if (m == Mode::kInference) {
+      EXPECT_EQ(all.peak.allocated_bytes - input_only.peak.allocated_bytes, 32 * kMiB);
+    }
+    EXPECT_EQ(both.peak.device_bytes,
+              std::max(all.peak.device_bytes, input_only.peak.device_bytes));
+    EXPECT_EQ(both.options.fp32_conv, Fp32ConvCopies::kBoth);
+  }
+  // bf16 has one kind: the options make no difference.
+  PlanOptions o = Inference(Precision::kBf16);
+  o.fp32_conv = Fp32ConvCopies::kInputOnly;
+  const Plan a = PlanOf(WideConv(), 32, o);
+  o.fp32_conv = Fp32ConvCopies::kAll;
+  EXPECT_EQ(PlanOf(WideConv(), 32, o).peak.allocated_bytes, a.peak.allocated_bytes);
+}
+
 }  // namespace
 }  // namespace memplan

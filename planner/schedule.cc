@@ -151,7 +151,9 @@ bool UsesCublas(const std::string& op) {
 // from the caching allocator for the call, after the output. Measured per
 // convolution on the H200 (bench/results/cudnn_workspace_h200.jsonl, and
 // 522 shapes in cudnn_ws_grid_h200.jsonl): exact for bf16 (inputs padded to
-// 8 channels); fp32 sometimes copies the input only, so this is its upper end.
+// 8 channels). For fp32 the heuristics pick, shape by shape, engines that
+// copy all three (104 of 248 shapes) or the input and weight only (82): see
+// Fp32ConvCopies.
 // Depthwise convolutions have NCHW kernels and unstrided 1x1 ones run as
 // GEMMs on NCHW: no workspace (their weight gradient's split-K buffers, a few
 // MiB, are left out). Backward takes one workspace of the same size for the
@@ -163,7 +165,8 @@ bool UsesCublas(const std::string& op) {
 // memory_reserved.
 constexpr int64_t kConvWeightGradExtraBytes = 4LL << 20;
 
-void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, ExecOp* op) {
+void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies fp32, ExecOp* op,
+                    bool* fp32_conv) {
   if (op->in.size() < 2 || op->in[0] < 0 || op->in[1] < 0 || op->out.empty() || op->out[0] < 0) {
     return;
   }
@@ -178,15 +181,22 @@ void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, ExecOp* op) {
   for (size_t d = 2; d < w.shape.size(); ++d) unit = unit && w.shape[d] == 1;
   for (int64_t st : n.GetInts("strides")) unit = unit && st == 1;
   for (int64_t p : n.GetInts("pads")) unit = unit && p == 0;
-  if (unit) return;
   int64_t elem = 0;
   DTypeBytes(x.dtype, 1, &elem);
+  const bool input_only = elem == 4 && fp32 == Fp32ConvCopies::kInputOnly;
+  if (elem == 4) *fp32_conv = true;
+  if (unit) {
+    if (input_only && w.requires_grad) {
+      op->bwd_weight_workspace = SatAdd(SatAdd(x.bytes, y.bytes), w.bytes);
+    }
+    return;
+  }
   int64_t in_bytes = x.bytes;
   if (elem == 2 && channels > 0 && channels % 8 != 0) {
     in_bytes = SatMulNonNeg(x.bytes / channels, (channels + 7) / 8 * 8);
   }
   const int64_t ws = SatAdd(SatAdd(in_bytes, w.bytes), y.bytes);
-  op->fwd_workspace = ws;
+  op->fwd_workspace = input_only ? SatAdd(in_bytes, w.bytes) : ws;
   if (x.requires_grad) op->bwd_workspace = ws;
   if (w.requires_grad) op->bwd_weight_workspace = SatAdd(ws, kConvWeightGradExtraBytes);
 }
@@ -643,7 +653,7 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
   }
   if (op_type == "Concat") op.grad_kind = GradKind::kAlias;
   if (ni >= 0 && (op_type == "Conv" || op_type == "ConvTranspose")) {
-    ConvWorkspaces(g_.nodes[ni], s_.vals, &op);
+    ConvWorkspaces(g_.nodes[ni], s_.vals, o_.fp32_conv, &op, &s_.fp32_convs);
   }
   op.flops = flops >= 0 ? flops : (ni >= 0 && def && def->flops ? def->flops(g_, g_.nodes[ni]) : 0);
   if (flops < 0 && (ni < 0 || !def || !def->flops)) {

@@ -75,6 +75,7 @@ struct Schedule {
   int logits = -1;           ///< Val of the first graph output.
   int64_t parameter_count = 0;
   int attention_regions = 0;
+  bool fp32_convs = false;  ///< Some convolution runs in fp32 (see Fp32ConvCopies).
   std::vector<std::string> warnings;
 };
 
