@@ -652,6 +652,12 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     }
   }
   if (op_type == "Concat") op.grad_kind = GradKind::kAlias;
+  // CUDA max pooling (2-D, 3-D) always computes its int64 indices; without
+  // autograd they are dropped right after the kernel.
+  if (op_type == "MaxPool" && op.saved.empty() && !op.out.empty() && op.out[0] >= 0 &&
+      s_.vals[op.out[0]].shape.size() >= 4) {
+    op.fwd_workspace = BytesOf(s_.vals[op.out[0]].shape, DType::kInt64);
+  }
   if (ni >= 0 && (op_type == "Conv" || op_type == "ConvTranspose")) {
     ConvWorkspaces(g_.nodes[ni], s_.vals, o_.fp32_conv, &op, &s_.fp32_convs);
   }

@@ -610,5 +610,18 @@ TEST(ScheduleConv, CudnnWorkspacesCopyInputWeightAndOutput) {
             8 * 8 * 32 * 32 * 2 + a / 2 + w1 / 2);
 }
 
+TEST(ScheduleConv, MaxPoolMakesItsIndicesEvenWithoutAutograd) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(4), D(8), D(8)});
+  Node& mp = b.Op("MaxPool", {"x"}, {"y"}, "pool");
+  Ints(mp, "kernel_shape", {2, 2});
+  Ints(mp, "strides", {2, 2});
+  b.Output("y");
+  auto s = Build(&b, 2, Precision::kFp32, Mode::kInference);
+  ASSERT_TRUE(s.ok()) << s.message();
+  // y is [2, 4, 4, 4]: 128 int64 indices, dropped after the kernel.
+  EXPECT_EQ(OpOfNode(s.value(), b.g, "pool")->fwd_workspace, 128 * 8);
+}
+
 }  // namespace
 }  // namespace memplan
