@@ -104,14 +104,36 @@ bool TryGelu(const Graph& g, int erf, FusedRegion* r) {
   return true;
 }
 
+// x * sigmoid(x): how exporters write F.silu (nn.SiLU). PyTorch runs one
+// silu that keeps x; the pieces would keep x and sigmoid(x).
+bool TrySilu(const Graph& g, int sig, FusedRegion* r) {
+  const Node& s = g.nodes[sig];
+  if (s.inputs.size() != 1 || s.inputs[0] < 0 || s.outputs.empty() || s.outputs[0] < 0) {
+    return false;
+  }
+  const int x = s.inputs[0];
+  const int m = OnlyConsumer(g, s.outputs[0]);
+  if (m < 0 || g.nodes[m].op_type != "Mul" || !g.nodes[m].domain.empty() ||
+      OtherInput(g.nodes[m], s.outputs[0]) != x || g.nodes[m].outputs.empty()) {
+    return false;
+  }
+  r->op_type = "Swish";
+  r->nodes = {sig, m};
+  r->last_node = m;
+  r->input = x;
+  r->output = g.nodes[m].outputs[0];
+  return true;
+}
+
 }  // namespace
 
 std::vector<FusedRegion> FindFusedRegions(const Graph& g) {
   std::vector<FusedRegion> out;
   for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) {
-    if (g.nodes[i].op_type != "Erf" || !g.nodes[i].domain.empty()) continue;
+    if (!g.nodes[i].domain.empty()) continue;
     FusedRegion r;
-    if (TryGelu(g, i, &r)) out.push_back(std::move(r));
+    if (g.nodes[i].op_type == "Erf" && TryGelu(g, i, &r)) out.push_back(std::move(r));
+    if (g.nodes[i].op_type == "Sigmoid" && TrySilu(g, i, &r)) out.push_back(std::move(r));
   }
   return out;
 }

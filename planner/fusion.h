@@ -13,15 +13,15 @@ namespace memplan {
 /// x * 0.5 * (1 + erf(x / sqrt(2)))); planning the pieces would keep every
 /// intermediate for backward, which PyTorch does not.
 struct FusedRegion {
-  std::string op_type;     ///< The op PyTorch runs ("Gelu").
+  std::string op_type;     ///< The op PyTorch runs ("Gelu", "Swish").
   std::vector<int> nodes;  ///< Nodes replaced.
   int last_node = -1;      ///< Where the fused op is scheduled.
   int input = -1;          ///< Tensor id of the op's input.
   int output = -1;         ///< Tensor id of its output.
 };
 
-/// Finds erf-form GELU decompositions whose inner tensors are used only
-/// inside the pattern.
+/// Finds erf-form GELU and x * sigmoid(x) (SiLU) decompositions whose inner
+/// tensors are used only inside the pattern.
 std::vector<FusedRegion> FindFusedRegions(const Graph& g);
 
 }  // namespace memplan

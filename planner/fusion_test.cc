@@ -186,5 +186,41 @@ TEST(Fusion, ScheduleRunsOneGeluThatKeepsItsInput) {
   EXPECT_EQ(gelu, 1);
 }
 
+TEST(Fusion, SigmoidTimesItsInputIsOneSiluThatKeepsItsInput) {
+  // x @ W -> x * sigmoid(x) -> y; and an SE-style gate z * sigmoid(x), which
+  // is no SiLU.
+  GraphBuilder b;
+  b.Input("x0", {D(2), D(8)});
+  b.Input("z", {D(2), D(8)});
+  b.Init("W", {8, 8});
+  b.Op("MatMul", {"x0", "W"}, {"x"}, "mm");
+  b.Op("Sigmoid", {"x"}, {"s"}, "sig");
+  b.Op("Mul", {"s", "x"}, {"y"}, "mul");
+  b.Op("Sigmoid", {"x"}, {"s2"}, "gate_sig");
+  b.Op("Mul", {"z", "s2"}, {"gated"}, "gate");
+  b.Op("Add", {"y", "gated"}, {"out"}, "add");
+  b.Output("out");
+  ASSERT_TRUE(InferShapes(&b.g, ShapeBindings(), nullptr).ok());
+  auto regions = FindFusedRegions(b.g);
+  ASSERT_EQ(regions.size(), 1u);
+  EXPECT_EQ(regions[0].op_type, "Swish");
+  EXPECT_EQ(regions[0].input, b.g.Find("x"));
+  EXPECT_EQ(regions[0].output, b.g.Find("y"));
+  PlanOptions o;
+  o.mode = Mode::kTrain;
+  auto s = BuildSchedule(b.g, o);
+  ASSERT_TRUE(s.ok()) << s.message();
+  int swish = 0, sigmoid = 0;
+  for (const ExecOp& op : s->ops) {
+    if (op.op_type == "Sigmoid") ++sigmoid;
+    if (op.op_type != "Swish") continue;
+    ++swish;
+    ASSERT_EQ(op.saved.size(), 1u);
+    EXPECT_EQ(op.saved[0].val, b.g.Find("x"));
+  }
+  EXPECT_EQ(swish, 1);
+  EXPECT_EQ(sigmoid, 1);  // the gate's
+}
+
 }  // namespace
 }  // namespace memplan

@@ -26,7 +26,8 @@ bool IsWeightSlot(const Node& n, int slot) {
       op == "RMSNormalization" || op == "SimplifiedLayerNormalization") {
     return slot == 1 || slot == 2;
   }
-  if (op == "Gather") return slot == 0;
+  // A learned table read by index (embeddings, relative position biases).
+  if (op == "Gather" || op == "GatherND" || op == "GatherElements") return slot == 0;
   if (op == "LSTM" || op == "GRU" || op == "RNN") return slot >= 1 && slot <= 3;
   if (op == "PRelu") return slot == 1;
   static const std::set<std::string> kElementwise = {"Add", "Sub", "Mul", "Div", "Concat", "Where"};

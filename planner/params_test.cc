@@ -101,6 +101,20 @@ TEST(Params, EmbeddingTableReadByGatherIsAParameter) {
   EXPECT_EQ(SummarizeParams(b.g, roles).parameter_count, 32000);
 }
 
+// Swin's relative position bias: a learned table, transposed, read by GatherND.
+TEST(Params, BiasTableReadByGatherNDIsAParameter) {
+  GraphBuilder b;
+  b.Init("bias_table", {169, 3});
+  b.Init("index", {49, 49, 1}, DType::kInt64);
+  b.Op("Transpose", {"bias_table"}, {"t"}).attrs["perm"] = IntsAttr({1, 0});
+  b.Op("GatherND", {"t", "index"}, {"bias"});
+  b.Output("bias");
+  b.g.Link();
+  const auto roles = ClassifyInitializers(b.g);
+  EXPECT_EQ(RoleOf(b, roles, "bias_table"), InitRole::kParameter);
+  EXPECT_EQ(SummarizeParams(b.g, roles).parameter_count, 169 * 3);
+}
+
 TEST(Params, GatherIndicesTableIsNoParameter) {
   // A float tensor in Gather's index slot is not an embedding table.
   GraphBuilder b;

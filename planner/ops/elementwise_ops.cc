@@ -456,8 +456,9 @@ void RegisterElementwiseOps(OpTable* t) {
   t->Add("Exp", Def(UnaryShape, SaveOutput0, F));
   t->Add("Reciprocal", Def(UnaryShape, SaveOutput0, F));
   // Unary ops that keep their input.
+  // Swish (opset 24) is PyTorch's silu, also fused from x * sigmoid(x).
   for (const char* op : {"Gelu", "Mish", "Erf", "Sin", "Cos", "Abs", "LeakyRelu", "HardSigmoid",
-                         "HardSwish", "Softsign", "ThresholdedRelu"}) {
+                         "HardSwish", "Softsign", "ThresholdedRelu", "Swish"}) {
     t->Add(op, Def(UnaryShape, SaveInput0));
   }
   t->Add("Log", Def(UnaryShape, SaveInput0, F));

@@ -1190,14 +1190,71 @@ Status OneHotShape(ShapeContext& ctx) {
   return Status();
 }
 
+// The dtype attribute of generator ops, or `def` when absent.
+Status GeneratorDType(ShapeContext& ctx, DType def, DType* out) {
+  if (!ctx.node().Has("dtype")) {
+    *out = def;
+    return Status();
+  }
+  const int64_t dt = ctx.node().GetInt("dtype", 0);
+  if (!IsKnownDType(static_cast<int32_t>(dt))) {
+    return ctx.Error("unknown dtype " + std::to_string(dt));
+  }
+  *out = static_cast<DType>(dt);
+  return Status();
+}
+
 Status EyeLikeShape(ShapeContext& ctx) {
   Status s = CheckInputs(ctx, 1, 1);
   if (!s.ok()) return s;
   const Tensor& in = ctx.Input(0);
   if (in.shape.size() != 2) return ctx.Error("input must be 2-D, got " + ShapeString(in.shape));
-  const DType dt =
-      ctx.node().Has("dtype") ? static_cast<DType>(ctx.node().GetInt("dtype", 1)) : in.dtype;
+  DType dt = DType::kUndefined;
+  s = GeneratorDType(ctx, in.dtype, &dt);
+  if (!s.ok()) return s;
   ctx.SetOutput(0, dt, in.shape);
+  return Status();
+}
+
+// RandomUniformLike, RandomNormalLike, Bernoulli: the input's shape.
+Status RandomLikeShape(ShapeContext& ctx) {
+  Status s = CheckInputs(ctx, 1, 1);
+  if (!s.ok()) return s;
+  DType dt = DType::kUndefined;
+  s = GeneratorDType(ctx, ctx.Input(0).dtype, &dt);
+  if (!s.ok()) return s;
+  ctx.SetOutput(0, dt, ctx.Input(0).shape);
+  return Status();
+}
+
+// RandomUniform, RandomNormal: the shape attribute.
+Status RandomShape(ShapeContext& ctx) {
+  Status s = CheckInputs(ctx, 0, 0);
+  if (!s.ok()) return s;
+  DType dt = DType::kUndefined;
+  s = GeneratorDType(ctx, DType::kFloat, &dt);
+  if (!s.ok()) return s;
+  if (!ctx.node().Has("shape")) return ctx.Error("needs a shape attribute");
+  Shape out = ctx.node().GetInts("shape");
+  for (int64_t d : out) {
+    if (d < 0) return ctx.Error("negative dim in shape attribute");
+  }
+  ctx.SetOutput(0, dt, out);
+  return Status();
+}
+
+// Multinomial: [batch, sample_size] draws, int32 unless dtype says.
+Status MultinomialShape(ShapeContext& ctx) {
+  Status s = CheckInputs(ctx, 1, 1);
+  if (!s.ok()) return s;
+  const Tensor& in = ctx.Input(0);
+  if (in.shape.size() != 2) return ctx.Error("input must be 2-D, got " + ShapeString(in.shape));
+  DType dt = DType::kUndefined;
+  s = GeneratorDType(ctx, DType::kInt32, &dt);
+  if (!s.ok()) return s;
+  const int64_t n = ctx.node().GetInt("sample_size", 1);
+  if (n < 0) return ctx.Error("negative sample_size");
+  ctx.SetOutput(0, dt, {in.shape[0], n});
   return Status();
 }
 
@@ -1299,6 +1356,13 @@ void RegisterShapeOps(OpTable* t) {
   t->Add("Trilu", Def(TriluShape));
   t->Add("OneHot", Def(OneHotShape, N, false));
   t->Add("EyeLike", Def(EyeLikeShape, N, false));
+  // Random generators (stochastic depth, noise): no gradient.
+  t->Add("RandomUniformLike", Def(RandomLikeShape, N, false));
+  t->Add("RandomNormalLike", Def(RandomLikeShape, N, false));
+  t->Add("Bernoulli", Def(RandomLikeShape, N, false));
+  t->Add("RandomUniform", Def(RandomShape, N, false));
+  t->Add("RandomNormal", Def(RandomShape, N, false));
+  t->Add("Multinomial", Def(MultinomialShape, N, false));
   t->Add("DepthToSpace", Def(DepthSpaceShape));
   t->Add("SpaceToDepth", Def(DepthSpaceShape));
 }

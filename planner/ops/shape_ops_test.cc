@@ -422,6 +422,35 @@ TEST(ShapeOps, DepthSpaceAndScatter) {
   EXPECT_EQ(b.T("sn").shape, (Shape{4, 5}));
 }
 
+TEST(ShapeOps, RandomGenerators) {
+  GraphBuilder b;
+  b.Input("x", {D(8), D(1), D(1), D(1)});
+  b.Op("RandomUniformLike", {"x"}, {"u"});
+  b.Op("RandomNormalLike", {"x"}, {"n"}).attrs["dtype"] =
+      IntAttr(static_cast<int64_t>(DType::kFloat16));
+  b.Op("Bernoulli", {"x"}, {"keep"});
+  b.Op("RandomUniform", {}, {"r"}).attrs["shape"] = IntsAttr({2, 3});
+  b.Input("p", {D(4), D(10)});
+  b.Op("Multinomial", {"p"}, {"draw"}).attrs["sample_size"] = IntAttr(5);
+  ASSERT_TRUE(Infer(&b).ok());
+  EXPECT_EQ(b.T("u").shape, (Shape{8, 1, 1, 1}));
+  EXPECT_EQ(b.T("u").dtype, DType::kFloat);
+  EXPECT_EQ(b.T("n").dtype, DType::kFloat16);
+  EXPECT_EQ(b.T("keep").shape, (Shape{8, 1, 1, 1}));
+  EXPECT_EQ(b.T("r").shape, (Shape{2, 3}));
+  EXPECT_EQ(b.T("draw").shape, (Shape{4, 5}));
+  EXPECT_EQ(b.T("draw").dtype, DType::kInt32);
+  EXPECT_FALSE(FindOp("", "RandomUniformLike")->differentiable);
+  // An unknown dtype code is an error naming the node, not a silent guess.
+  GraphBuilder bad;
+  bad.Input("x", {D(2)});
+  bad.Op("RandomUniformLike", {"x"}, {"u"}, "noise").attrs["dtype"] = IntAttr(99);
+  const Status st = Infer(&bad);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("noise"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("unknown dtype 99"), std::string::npos) << st.message();
+}
+
 TEST(ShapeOps, OpRules) {
   const OpDef* reshape = FindOp("", "Reshape");
   ASSERT_NE(reshape, nullptr);
