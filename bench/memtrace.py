@@ -8,12 +8,14 @@ model, train: 3 steps of forward + cross entropy + backward + optimizer +
 zero_grad; infer: eval, two forwards under inference_mode).
 
 Usage (on the GPU machine):
-  python3 bench/memtrace.py OUT.json MODEL MODE BATCH [PRECISION] [OPTIMIZER]
-MODEL is a torchvision name; MODE is train or infer.
+  python3 bench/memtrace.py OUT.json MODEL MODE BATCH [PRECISION] [OPTIMIZER] [CHECKPOINT]
+MODEL is a torchvision name; MODE is train or infer; CHECKPOINT a JSON list of
+module names run under torch.utils.checkpoint (as bench/ckpt_validate.py does).
 """
 import copy
 import gc
 import json
+import os
 import sys
 
 import torch
@@ -59,12 +61,18 @@ def main():
     out_path, name, mode, batch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     prec = sys.argv[5] if len(sys.argv) > 5 else "fp32"
     opt_name = sys.argv[6] if len(sys.argv) > 6 else "adamw"
+    ckpt = json.loads(sys.argv[7]) if len(sys.argv) > 7 else []
     warm_libraries()
     cpu_model = getattr(torchvision.models, name)(weights=None)
     settle()
     base = torch.cuda.memory_allocated()
     torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python")
     model = copy.deepcopy(cpu_model).cuda()
+    if ckpt:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from ckpt_validate import recompute_in_backward
+        for mod_name in ckpt:
+            recompute_in_backward(model.get_submodule(mod_name))
     x = torch.randn(batch, 3, 224, 224, device="cuda")
     torch.cuda.reset_peak_memory_stats()
     marks = []

@@ -36,21 +36,24 @@ struct Block {
   bool mapped = true;  // false only for unmapped ranges of expandable segments
 };
 
-// Free mapped blocks of a pool ordered by (size, segment, offset): best fit
-// is lower_bound on the size. `block` is payload, not part of the order.
+// Free mapped blocks of a pool ordered by (size, address): best fit is
+// lower_bound on the size, ties go to the lowest address as in PyTorch's
+// BlockComparatorSize. An address is (segment address rank, offset).
+// `block` is payload, not part of the order.
 struct FreeKey {
   int64_t size;
-  int segment;
+  int64_t segment_addr;
   int64_t offset;
   int block;
 };
 struct FreeKeyLess {
   bool operator()(const FreeKey& a, const FreeKey& b) const {
     if (a.size != b.size) return a.size < b.size;
-    if (a.segment != b.segment) return a.segment < b.segment;
+    if (a.segment_addr != b.segment_addr) return a.segment_addr < b.segment_addr;
     return a.offset < b.offset;
   }
 };
+constexpr int64_t kLowestKey = std::numeric_limits<int64_t>::min();
 
 // Unmapped ranges of expandable segments ordered by address.
 struct AddrKey {
@@ -74,6 +77,7 @@ struct Pool {
 struct Segment {
   bool small = false;
   int64_t mapped = 0;  // bytes of this segment counted in reserved now
+  int64_t addr = 0;    // rank of the segment's base address
 };
 
 class Simulator {
@@ -162,7 +166,9 @@ class Simulator {
     free_slots_.push_back(b);
   }
 
-  static FreeKey KeyOf(const Block& blk, int b) { return {blk.size, blk.segment, blk.offset, b}; }
+  FreeKey KeyOf(const Block& blk, int b) const {
+    return {blk.size, segments_[blk.segment].addr, blk.offset, b};
+  }
   void InsertFree(Pool& pool, int b) { pool.free.insert(KeyOf(blocks_[b], b)); }
   void EraseFree(Pool& pool, int b) { pool.free.erase(KeyOf(blocks_[b], b)); }
   void InsertUnmapped(Pool& pool, int b) {
@@ -181,7 +187,7 @@ class Simulator {
 
   // get_free_block: best fit, then the max_split_size rules on that one block.
   int GetFreeBlock(Pool& pool, int64_t size) {
-    auto it = pool.free.lower_bound({size, -1, -1, -1});
+    auto it = pool.free.lower_bound({size, kLowestKey, kLowestKey, -1});
     if (it == pool.free.end()) return -1;
     if (config_.expandable_segments) {
       // Best fit by the size a block can grow to: skip past the block at the
@@ -209,8 +215,13 @@ class Simulator {
     return config_.device_limit <= 0 || reserved_ + extra <= config_.device_limit;
   }
 
+  // The CUDA driver (H200, driver 580) maps segments larger than 20 MiB
+  // below every earlier one and smaller ones above (85 % and 80 % of the
+  // segments in PyTorch allocator traces, bench/memtrace.py): among equal
+  // free blocks, the newest large segment has the lowest address.
   int NewSegment(const Pool& pool, int64_t recorded_bytes, size_t event) {
-    segments_.push_back({pool.small, 0});
+    const int64_t addr = recorded_bytes > kLargeBuffer ? --next_low_addr_ : ++next_high_addr_;
+    segments_.push_back({pool.small, 0, addr});
     result_->segment_bytes.push_back(recorded_bytes);
     result_->segment_created.push_back(event);
     return static_cast<int>(segments_.size()) - 1;
@@ -249,7 +260,7 @@ class Simulator {
       return false;
     }
     const int64_t target = std::max(size, max_split);
-    auto it = pool.free.lower_bound({target, -1, -1, -1});
+    auto it = pool.free.lower_bound({target, kLowestKey, kLowestKey, -1});
     if (it != pool.free.end()) {
       ReleaseBlock(pool, it->block);
       return true;
@@ -425,6 +436,8 @@ class Simulator {
   SimResult* result_;
   std::vector<Block> blocks_;
   std::vector<int> free_slots_;
+  int64_t next_low_addr_ = 0;
+  int64_t next_high_addr_ = 0;
   std::vector<Segment> segments_;
   Pool small_;
   Pool large_;

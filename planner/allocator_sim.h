@@ -64,8 +64,9 @@ int64_t SegmentAllocationSize(int64_t rounded_bytes);
 /// Modelled:
 /// - rounding to 512 B; small pool for rounded sizes <= 1 MiB, large otherwise;
 /// - new segments of 2 MiB / 20 MiB / request rounded up to 2 MiB;
-/// - best fit: smallest free block >= request in the pool, ties broken by
-///   (segment index, offset) where PyTorch uses the address;
+/// - best fit: smallest free block >= request in the pool, ties to the lowest
+///   address; segments over 20 MiB are mapped below all earlier ones, smaller
+///   ones above (as the driver does: bench/trace_replay on real traces);
 /// - splitting: small pool when the remainder is >= 512 B, large pool when the
 ///   request is < max_split_size and the remainder is > 1 MiB;
 /// - max_split_size: a request below it never takes a block >= it, a request

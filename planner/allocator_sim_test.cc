@@ -98,6 +98,17 @@ TEST(AllocSim, FreeThenReallocReusesCachedBlock) {
   EXPECT_EQ(r.placements[2].offset, 0);
 }
 
+// Equal free blocks: the lowest address wins. The driver maps segments over
+// 20 MiB below the earlier ones, smaller ones above.
+TEST(AllocSim, TiesGoToTheNewestLargeSegmentAndTheOldestSmallOne) {
+  SimResult large = Replay({A(0, 100 * MiB), A(1, 100 * MiB), F(0), F(1), A(2, 50 * MiB)});
+  ASSERT_EQ(large.segment_bytes.size(), 2u);
+  EXPECT_EQ(large.placements[4].segment, 1);
+  SimResult small = Replay({A(0, 15 * MiB), A(1, 15 * MiB), F(0), F(1), A(2, 8 * MiB)});
+  ASSERT_EQ(small.segment_bytes.size(), 2u);
+  EXPECT_EQ(small.placements[4].segment, 0);
+}
+
 // +0(4) +1(4) +2(12) fill a 20 MiB segment; -0 -1 merge into 8 MiB at 0,
 // which then serves +3(8) without a new segment.
 TEST(AllocSim, CoalescedNeighboursServeDoubleRequest) {
