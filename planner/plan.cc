@@ -243,6 +243,22 @@ class Simulator {
   void ReleaseForward();
   void AddGrad(int val, int grad_storage);
   int ValStorage(int v) const { return storage_of_val_[root_[v]]; }
+  // The storage an in-place run of `op` writes into (its first input's, when
+  // the input dies with this op and nothing else holds it), else -1.
+  int InPlaceStorage(const ExecOp& op, bool input_dies_here) const {
+    if (o_.inplace != InPlace::kOn || !op.inplace_candidate || !input_dies_here) return -1;
+    const int v = op.in[0];
+    const Val& val = s_.vals[v];
+    if (root_[v] != v || val.is_param || val.is_buffer || val.held_until > last_use_[v]) return -1;
+    for (int x : s_.inputs) {
+      if (x == v) return -1;
+    }
+    const int st = storage_of_val_[v];
+    if (st < 0 || storages[st].refs != 1 || storages[st].bytes != s_.vals[op.out[0]].bytes) {
+      return -1;
+    }
+    return st;
+  }
   int Root(int v) const { return root_[v]; }
 
   const Schedule& s_;
@@ -343,6 +359,8 @@ void Simulator::Forward(bool grad_mode) {
       fwd_workspace_ = true;
       Ref(AllocNew(kCublasWorkspaceBytes, Category::kWorkspaces));
     }
+    const int inplace = InPlaceStorage(
+        op, !op.in.empty() && op.in[0] >= 0 && last_use_[op.in[0]] == static_cast<int>(i));
     for (int v : op.out) {
       if (v < 0 || s_.vals[v].phantom) continue;
       const int r = root_[v];
@@ -353,6 +371,12 @@ void Simulator::Forward(bool grad_mode) {
       }
       const Category cat =
           (grad_mode && saved_root_[r]) ? Category::kSavedActivations : Category::kTransients;
+      if (inplace >= 0 && v == op.out[0]) {
+        storage_of_val_[r] = inplace;
+        Ref(inplace);
+        Retag(inplace, cat);
+        continue;
+      }
       const int st = AllocNew(s_.vals[v].bytes, cat);
       storage_of_val_[r] = st;
       Ref(st);
@@ -608,6 +632,9 @@ void Simulator::Recompute(int seg) {
     const ExecOp& op = s_.ops[j];
     if (op.segment != seg) continue;
     recompute_flops = SatAdd(recompute_flops, op.flops);
+    const int inplace =
+        InPlaceStorage(op, !op.in.empty() && op.in[0] >= 0 && last_in_seg[op.in[0]] == j &&
+                               producer_[op.in[0]] >= first);
     for (int v : op.out) {
       if (v < 0 || s_.vals[v].phantom) continue;
       const int r = root_[v];
@@ -616,6 +643,12 @@ void Simulator::Recompute(int seg) {
         continue;
       }
       const Category cat = saved_root_[r] ? Category::kSavedActivations : Category::kTransients;
+      if (inplace >= 0 && v == op.out[0]) {
+        storage_of_val_[r] = inplace;
+        Ref(inplace);
+        Retag(inplace, cat);
+        continue;
+      }
       const int st = AllocNew(s_.vals[v].bytes, cat);
       storage_of_val_[r] = st;
       Ref(st);
@@ -937,20 +970,55 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
 }  // namespace
 
 Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options) {
-  PlanOptions o = options;
-  if (o.fp32_conv == Fp32ConvCopies::kBoth) o.fp32_conv = Fp32ConvCopies::kAll;
-  auto sched = BuildSchedule(g, o);
-  if (!sched.ok()) return sched.status();
-  auto plan = PlanSchedule(g, batch, o, sched.value());
-  if (!plan.ok() || options.fp32_conv != Fp32ConvCopies::kBoth || !sched->fp32_convs) return plan;
-  // cuDNN may pick either kind of fp32 engine: keep the plan that needs more.
-  o.fp32_conv = Fp32ConvCopies::kInputOnly;
-  auto other_sched = BuildSchedule(g, o);
-  if (!other_sched.ok()) return other_sched.status();
-  auto other = PlanSchedule(g, batch, o, other_sched.value());
-  if (!other.ok()) return other;
-  Result<Plan>& keep = other->peak.device_bytes > plan->peak.device_bytes ? other : plan;
-  keep->options.fp32_conv = Fp32ConvCopies::kBoth;
+  // What the export cannot tell (which cuDNN engines run fp32 convolutions,
+  // whether activations run in place) is planned every way; the plan that
+  // needs the most device memory is kept.
+  std::vector<Fp32ConvCopies> convs = {options.fp32_conv};
+  if (options.fp32_conv == Fp32ConvCopies::kBoth) {
+    convs = {Fp32ConvCopies::kAll, Fp32ConvCopies::kInputOnly};
+  }
+  std::vector<InPlace> inplace = {options.inplace};
+  if (options.inplace == InPlace::kBoth) inplace = {InPlace::kOff, InPlace::kOn};
+  Result<Plan> keep = Status::Error("no plan");
+  bool have = false;
+  Peak most[3];  // the largest allocated peak per step kind, over the variants
+  for (Fp32ConvCopies c : convs) {
+    PlanOptions o = options;
+    o.fp32_conv = c;
+    auto sched = BuildSchedule(g, o);
+    if (!sched.ok()) return sched.status();
+    // In-place code is a CNN habit (torchvision: ReLU(inplace=True) and
+    // `out += identity`); models without such an activation (transformers:
+    // GELU, residual `x + y`) get no in-place variant, adds included.
+    bool candidates = false;
+    for (const ExecOp& op : sched->ops) {
+      candidates = candidates || (op.inplace_candidate && op.op_type != "Add");
+    }
+    for (InPlace ip : inplace) {
+      o.inplace = ip;
+      auto plan = PlanSchedule(g, batch, o, sched.value());
+      if (!plan.ok()) return plan;
+      const Peak* peaks[3] = {&plan->peak, &plan->first_step, &plan->steady};
+      for (int k = 0; k < 3; ++k) {
+        if (!have || peaks[k]->allocated_bytes > most[k].allocated_bytes) most[k] = *peaks[k];
+      }
+      if (!have || plan->peak.device_bytes > keep->peak.device_bytes) keep = std::move(plan);
+      have = true;
+      if (!candidates) break;  // nothing can run in place: one plan covers both
+    }
+    if (!sched->fp32_convs) break;  // no fp32 convolution: both kinds agree
+  }
+  // Each figure is the largest of its own: the allocated peak (and where it
+  // is, what it is made of) of one variant, reserved and device of another.
+  Peak* peaks[3] = {&keep->peak, &keep->first_step, &keep->steady};
+  for (int k = 0; k < 3; ++k) {
+    Peak p = most[k];
+    p.reserved_bytes = peaks[k]->reserved_bytes;
+    p.device_bytes = peaks[k]->device_bytes;
+    *peaks[k] = p;
+  }
+  keep->options.fp32_conv = options.fp32_conv;
+  keep->options.inplace = options.inplace;
   return keep;
 }
 

@@ -46,6 +46,11 @@ const char* ModeName(Mode m);
 /// both and keeps the one that needs more device memory.
 enum class Fp32ConvCopies { kBoth, kAll, kInputOnly };
 
+/// Whether activations and residual adds run in place (nn.ReLU(inplace=True),
+/// `out += identity`): the export does not say. kBoth plans both and keeps the
+/// one that needs more device memory.
+enum class InPlace { kBoth, kOff, kOn };
+
 struct PlanOptions {
   Mode mode = Mode::kInference;
   Precision precision = Precision::kFp32;
@@ -59,6 +64,7 @@ struct PlanOptions {
   std::vector<std::string> checkpoint_segments;
   bool keep_events = false;  ///< Keep the allocator trace (for validation).
   Fp32ConvCopies fp32_conv = Fp32ConvCopies::kBoth;
+  InPlace inplace = InPlace::kBoth;
 };
 
 /// Bytes per category.

@@ -599,5 +599,40 @@ TEST(Plan, Fp32ConvolutionsArePlannedForBothKindsOfCudnnEngine) {
   EXPECT_EQ(PlanOf(WideConv(), 32, o).peak.allocated_bytes, a.peak.allocated_bytes);
 }
 
+// x [N, 256] -> MatMul -> h -> Relu -> r -> MatMul -> y [N, 16]; with
+// `reuse`, the second MatMul reads h (so the Relu cannot overwrite it).
+GraphBuilder ReluChain(bool reuse) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(256)});
+  b.Init("W1", {256, 256});
+  b.Init("W2", {256, 16});
+  b.Op("MatMul", {"x", "W1"}, {"h"}, "mm1");
+  b.Op("Relu", {"h"}, {"r"}, "relu");
+  b.Op("MatMul", {reuse ? "h" : "r", "W2"}, {"y"}, "mm2");
+  b.Output("y");
+  if (reuse) b.Output("r");
+  return b;
+}
+
+TEST(Plan, ActivationsArePlannedInPlaceAndNot) {
+  PlanOptions o = Inference();
+  o.inplace = InPlace::kOff;
+  const Plan off = PlanOf(ReluChain(false), 4096, o);
+  o.inplace = InPlace::kOn;
+  const Plan on = PlanOf(ReluChain(false), 4096, o);
+  // x, h, r are 4 MiB each, y 256 KiB. Out of place the peak is x + h + r
+  // at the Relu; in place the Relu writes into h and the peak is x + r + y.
+  EXPECT_EQ(off.peak.allocated_bytes - on.peak.allocated_bytes, 4 * kMiB - 256 * 1024);
+  o.inplace = InPlace::kBoth;
+  const Plan both = PlanOf(ReluChain(false), 4096, o);
+  EXPECT_EQ(both.peak.allocated_bytes, off.peak.allocated_bytes);
+  EXPECT_EQ(both.peak.reserved_bytes, std::max(off.peak.reserved_bytes, on.peak.reserved_bytes));
+  // An input read later is never overwritten.
+  o.inplace = InPlace::kOff;
+  const Plan reuse_off = PlanOf(ReluChain(true), 4096, o);
+  o.inplace = InPlace::kOn;
+  EXPECT_EQ(PlanOf(ReluChain(true), 4096, o).peak.allocated_bytes, reuse_off.peak.allocated_bytes);
+}
+
 }  // namespace
 }  // namespace memplan

@@ -652,6 +652,14 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     }
   }
   if (op_type == "Concat") op.grad_kind = GradKind::kAlias;
+  static const std::set<std::string> kInPlaceOps = {
+      "Relu", "Clip", "LeakyRelu", "HardSwish", "HardSigmoid", "Swish", "Add"};
+  if (kInPlaceOps.count(op_type) && !op.in.empty() && op.in[0] >= 0 && !op.out.empty() &&
+      op.out[0] >= 0) {
+    const Val& a = s_.vals[op.in[0]];
+    const Val& y = s_.vals[op.out[0]];
+    op.inplace_candidate = a.dtype == y.dtype && a.shape == y.shape;
+  }
   // CUDA max pooling (2-D, 3-D) always computes its int64 indices; without
   // autograd they are dropped right after the kernel.
   if (op_type == "MaxPool" && op.saved.empty() && !op.out.empty() && op.out[0] >= 0 &&

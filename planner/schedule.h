@@ -62,7 +62,10 @@ struct ExecOp {
   int64_t flops = 0;                 ///< Forward FLOPs.
   bool hold_to_forward_end = false;  ///< Autocast weight cache entries.
   bool recompute = false;            ///< Inside a checkpointed segment.
-  int segment = -1;                  ///< Checkpoint segment index.
+  /// An activation or residual add that model code often runs in place
+  /// (nn.ReLU(inplace=True), `out += identity`): output shaped like in[0].
+  bool inplace_candidate = false;
+  int segment = -1;  ///< Checkpoint segment index.
 };
 
 /// The forward pass as PyTorch runs it, plus what the step needs around it.
