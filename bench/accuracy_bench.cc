@@ -144,7 +144,11 @@ int main(int argc, char** argv) {
       int64_t meas = 0, meas_res = 0;
       if (infer) {
         meas = static_cast<int64_t>(r.rec["peak"].get<double>()) + 32 * kMiB;
-        meas_res = static_cast<int64_t>(r.rec["reserved_peak"].get<double>());
+        // The measuring process had run training rows: the autograd thread's
+        // 32 MiB cuBLAS workspace sat in its reserved memory, which a fresh
+        // inference process does not have (bench/results/traces/*infer*: nine
+        // fresh inference processes reserve exactly the row's value - 32 MiB).
+        meas_res = static_cast<int64_t>(r.rec["reserved_peak"].get<double>()) - 32 * kMiB;
       } else {
         const json& st = r.rec["steps"][step_i];
         const int64_t extra = r.kind == "fresh" ? 0 : (r.first_of_process ? 32 * kMiB : 65 * kMiB);

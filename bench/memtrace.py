@@ -9,7 +9,9 @@ zero_grad; infer: eval, two forwards under inference_mode).
 
 Usage (on the GPU machine):
   python3 bench/memtrace.py OUT.json MODEL MODE BATCH [PRECISION] [OPTIMIZER] [CHECKPOINT]
-MODEL is a torchvision name; MODE is train or infer; CHECKPOINT a JSON list of
+MODEL is a torchvision name, bert_base or gpt2 (transformers, SDPA, built as
+the calibration models were); MODE is train or infer; PRECISION for infer may be
+fp16 (model.half()); CHECKPOINT a JSON list of
 module names run under torch.utils.checkpoint (as bench/ckpt_validate.py does).
 """
 import copy
@@ -57,13 +59,37 @@ def frame_summary(frames):
     return "|".join(keep)
 
 
+class Logits(torch.nn.Module):
+    """An HF model returning its logits, as the calibration exports were made."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids):
+        return self.m(input_ids=input_ids).logits
+
+
+def build(name):
+    """The CPU model and its input's (shape, vocab); vocab 0 for images."""
+    if name in ("bert_base", "gpt2"):
+        import transformers as T
+        if name == "bert_base":
+            cfg, cls, shape = T.BertConfig(num_labels=2), T.BertForSequenceClassification, (128,)
+        else:
+            cfg, cls, shape = T.GPT2Config(use_cache=False), T.GPT2LMHeadModel, (512,)
+        cfg._attn_implementation = "sdpa"
+        return Logits(cls(cfg)), shape, cfg.vocab_size
+    return getattr(torchvision.models, name)(weights=None), (3, 224, 224), 0
+
+
 def main():
     out_path, name, mode, batch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     prec = sys.argv[5] if len(sys.argv) > 5 else "fp32"
     opt_name = sys.argv[6] if len(sys.argv) > 6 else "adamw"
     ckpt = json.loads(sys.argv[7]) if len(sys.argv) > 7 else []
     warm_libraries()
-    cpu_model = getattr(torchvision.models, name)(weights=None)
+    cpu_model, shape, vocab = build(name)
     settle()
     base = torch.cuda.memory_allocated()
     torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python")
@@ -73,7 +99,10 @@ def main():
         from ckpt_validate import recompute_in_backward
         for mod_name in ckpt:
             recompute_in_backward(model.get_submodule(mod_name))
-    x = torch.randn(batch, 3, 224, 224, device="cuda")
+    if mode == "infer" and prec == "fp16":
+        model = model.half()
+    x = (torch.randint(0, vocab, (batch, *shape), device="cuda") if vocab else
+         torch.randn(batch, *shape, device="cuda"))
     torch.cuda.reset_peak_memory_stats()
     marks = []
 
@@ -98,8 +127,8 @@ def main():
         for i in range(3):
             with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
                 out = model(x)
-                y = torch.randint(0, out.shape[1], (out.shape[0],), device="cuda")
-                loss = F.cross_entropy(out, y)
+                y = torch.randint(0, out.shape[-1], out.shape[:-1], device="cuda")
+                loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
             mark(f"forward {i}")
             loss.backward()
             mark(f"backward {i}")

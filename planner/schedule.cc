@@ -377,7 +377,7 @@ bool Builder::ComputeViewOutput(const Node& n, int in_val, int out_tensor, Val* 
   const std::vector<int64_t>& new_shape = g_.tensors[out_tensor].shape;
   const std::string& op = n.op_type;
   out->strides = ContiguousStrides(new_shape);
-  if (op == "Identity") {
+  if (op == "Identity" || op == "Dropout") {
     out->strides = in.strides;
     return true;
   }
@@ -463,7 +463,7 @@ void Builder::AddViewOp(int ni, const OpDef* /*def*/, std::vector<int> in) {
   op.grad_kind = gathers ? GradKind::kGather : GradKind::kAlias;
   bool copy = false;
   for (int t : n.outputs) {
-    if (t < 0) continue;
+    if (t < 0 || (n.op_type == "Dropout" && t != n.outputs[0])) continue;
     Val& v = s_.vals[t];
     v.dtype = s_.vals[src].dtype;
     v.requires_grad = s_.vals[src].requires_grad;
@@ -751,6 +751,13 @@ Status Builder::AddNode(int ni) {
     return Status();
   }
   bool view = def && def->alias == Alias::kView && !in.empty() && in[0] >= 0;
+  // Dropout in eval mode returns its input itself (and makes no mask).
+  if (n.op_type == "Dropout" && n.domain.empty() && o_.mode == Mode::kInference && !in.empty() &&
+      in[0] >= 0) {
+    const bool mask_read =
+        n.outputs.size() > 1 && n.outputs[1] >= 0 && !g_.tensors[n.outputs[1]].consumers.empty();
+    view = !mask_read;
+  }
   if (view && n.op_type == "Gather") {
     // x[:, i] (one index into an activation) is a view; an embedding is not.
     const Tensor& idx = g_.tensors[n.inputs[1]];

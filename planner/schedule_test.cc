@@ -623,5 +623,26 @@ TEST(ScheduleConv, MaxPoolMakesItsIndicesEvenWithoutAutograd) {
   EXPECT_EQ(OpOfNode(s.value(), b.g, "pool")->fwd_workspace, 128 * 8);
 }
 
+TEST(ScheduleConv, DropoutIsItsInputInInference) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(64)});
+  b.Init("W", {64, 64});
+  b.Op("MatMul", {"x", "W"}, {"h"}, "mm");
+  b.Op("Dropout", {"h"}, {"d", "mask"}, "drop");
+  b.Op("Relu", {"d"}, {"y"}, "relu");
+  b.Output("y");
+  auto inf = Build(&b, 8, Precision::kFp32, Mode::kInference);
+  ASSERT_TRUE(inf.ok()) << inf.message();
+  const ExecOp* drop = OpOfNode(inf.value(), b.g, "drop");
+  ASSERT_NE(drop, nullptr);
+  EXPECT_TRUE(drop->view);
+  EXPECT_EQ(inf->vals[b.g.Find("d")].base, b.g.Find("h"));
+  // Training draws a mask and writes a new tensor.
+  GraphBuilder t = b;
+  auto train = Build(&t, 8, Precision::kFp32, Mode::kTrain);
+  ASSERT_TRUE(train.ok()) << train.message();
+  EXPECT_FALSE(OpOfNode(train.value(), t.g, "drop")->view);
+}
+
 }  // namespace
 }  // namespace memplan
