@@ -25,6 +25,7 @@ import torch.nn.functional as F
 import torchvision
 
 torch.backends.cudnn.benchmark = False
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # ckpt_validate
 
 
 def settle():
@@ -59,17 +60,6 @@ def frame_summary(frames):
     return "|".join(keep)
 
 
-class Logits(torch.nn.Module):
-    """An HF model returning its logits, as the calibration exports were made."""
-
-    def __init__(self, m):
-        super().__init__()
-        self.m = m
-
-    def forward(self, input_ids):
-        return self.m(input_ids=input_ids).logits
-
-
 def build(name):
     """The CPU model and its input's (shape, vocab); vocab 0 for images."""
     if name in ("bert_base", "gpt2"):
@@ -79,7 +69,8 @@ def build(name):
         else:
             cfg, cls, shape = T.GPT2Config(use_cache=False), T.GPT2LMHeadModel, (512,)
         cfg._attn_implementation = "sdpa"
-        return Logits(cls(cfg)), shape, cfg.vocab_size
+        from ckpt_validate import LMWrap  # logits, as the calibration exports were made
+        return LMWrap(cls(cfg)), shape, cfg.vocab_size
     return getattr(torchvision.models, name)(weights=None), (3, 224, 224), 0
 
 
@@ -95,7 +86,6 @@ def main():
     torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python")
     model = copy.deepcopy(cpu_model).cuda()
     if ckpt:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from ckpt_validate import recompute_in_backward
         for mod_name in ckpt:
             recompute_in_backward(model.get_submodule(mod_name))
