@@ -243,15 +243,27 @@ class Simulator {
   void ReleaseForward();
   void AddGrad(int val, int grad_storage);
   int ValStorage(int v) const { return storage_of_val_[root_[v]]; }
+  bool IsGraphInput(int v) const {
+    for (int x : s_.inputs) {
+      if (x == v) return true;
+    }
+    return false;
+  }
+  // Runs `op`'s kernel: its outputs get storage (a view's base, the input it
+  // overwrites in place, or a new allocation), then its workspace comes and
+  // goes. `grad_mode`: outputs that backward keeps count as saved.
+  void RunKernel(const ExecOp& op, bool grad_mode, bool input_dies_here);
+  // References what `op` keeps for backward (new tensors allocated).
+  void KeepSaved(const ExecOp& op, size_t i);
   // The storage an in-place run of `op` writes into (its first input's, when
   // the input dies with this op and nothing else holds it), else -1.
   int InPlaceStorage(const ExecOp& op, bool input_dies_here) const {
     if (o_.inplace != InPlace::kOn || !op.inplace_candidate || !input_dies_here) return -1;
     const int v = op.in[0];
     const Val& val = s_.vals[v];
-    if (root_[v] != v || val.is_param || val.is_buffer || val.held_until > last_use_[v]) return -1;
-    for (int x : s_.inputs) {
-      if (x == v) return -1;
+    if (root_[v] != v || val.is_param || val.is_buffer || val.held_until > last_use_[v] ||
+        IsGraphInput(v)) {
+      return -1;
     }
     const int st = storage_of_val_[v];
     if (st < 0 || storages[st].refs != 1 || storages[st].bytes != s_.vals[op.out[0]].bytes) {
@@ -337,6 +349,46 @@ void Simulator::LoadModel() {
   }
 }
 
+void Simulator::RunKernel(const ExecOp& op, bool grad_mode, bool input_dies_here) {
+  const int inplace = InPlaceStorage(op, input_dies_here);
+  for (int v : op.out) {
+    if (v < 0 || s_.vals[v].phantom) continue;
+    const int r = root_[v];
+    if (op.view && r != v) {
+      // A view: keeps its base's storage alive while it lives.
+      Ref(storage_of_val_[r]);
+      continue;
+    }
+    const Category cat =
+        (grad_mode && saved_root_[r]) ? Category::kSavedActivations : Category::kTransients;
+    if (inplace >= 0 && v == op.out[0]) {
+      storage_of_val_[r] = inplace;
+      Ref(inplace);
+      Retag(inplace, cat);
+      continue;
+    }
+    const int st = AllocNew(s_.vals[v].bytes, cat);
+    storage_of_val_[r] = st;
+    Ref(st);
+  }
+  // Kernels take their workspace after the outputs exist.
+  if (op.fwd_workspace > 0) Free(AllocNew(op.fwd_workspace, Category::kWorkspaces));
+}
+
+void Simulator::KeepSaved(const ExecOp& op, size_t i) {
+  for (const SavedRef& sr : op.saved) {
+    int st;
+    if (sr.val >= 0) {
+      st = ValStorage(sr.val);
+      if (st < 0) continue;
+    } else {
+      st = AllocNew(sr.bytes, Category::kSavedActivations);
+    }
+    Ref(st);
+    saved_storages_[i].push_back(st);
+  }
+}
+
 void Simulator::Forward(bool grad_mode) {
   saved_storages_.assign(s_.ops.size(), {});
   held_.clear();
@@ -359,43 +411,9 @@ void Simulator::Forward(bool grad_mode) {
       fwd_workspace_ = true;
       Ref(AllocNew(kCublasWorkspaceBytes, Category::kWorkspaces));
     }
-    const int inplace = InPlaceStorage(
-        op, !op.in.empty() && op.in[0] >= 0 && last_use_[op.in[0]] == static_cast<int>(i));
-    for (int v : op.out) {
-      if (v < 0 || s_.vals[v].phantom) continue;
-      const int r = root_[v];
-      if (op.view && r != v) {
-        // A view: keeps its base's storage alive while it lives.
-        Ref(storage_of_val_[r]);
-        continue;
-      }
-      const Category cat =
-          (grad_mode && saved_root_[r]) ? Category::kSavedActivations : Category::kTransients;
-      if (inplace >= 0 && v == op.out[0]) {
-        storage_of_val_[r] = inplace;
-        Ref(inplace);
-        Retag(inplace, cat);
-        continue;
-      }
-      const int st = AllocNew(s_.vals[v].bytes, cat);
-      storage_of_val_[r] = st;
-      Ref(st);
-    }
-    // Kernels take their workspace after the outputs exist.
-    if (op.fwd_workspace > 0) Free(AllocNew(op.fwd_workspace, Category::kWorkspaces));
-    if (grad_mode && !checkpointed) {
-      for (const SavedRef& sr : op.saved) {
-        int st;
-        if (sr.val >= 0) {
-          st = ValStorage(sr.val);
-          if (st < 0) continue;
-        } else {
-          st = AllocNew(sr.bytes, Category::kSavedActivations);
-        }
-        Ref(st);
-        saved_storages_[i].push_back(st);
-      }
-    }
+    RunKernel(op, grad_mode,
+              !op.in.empty() && op.in[0] >= 0 && last_use_[op.in[0]] == static_cast<int>(i));
+    if (grad_mode && !checkpointed) KeepSaved(op, i);
     if (grad_mode) {
       if (op.hold_to_forward_end) {
         for (int v : op.out) {
@@ -409,10 +427,7 @@ void Simulator::Forward(bool grad_mode) {
     // Values whose last reader was this op die (the logits live on as `out`).
     for (int v : release_[i]) {
       if (v == s_.logits) continue;
-      if (s_.vals[v].is_param || s_.vals[v].is_buffer) continue;
-      bool is_input = false;
-      for (int x : s_.inputs) is_input = is_input || x == v;
-      if (is_input) continue;
+      if (s_.vals[v].is_param || s_.vals[v].is_buffer || IsGraphInput(v)) continue;
       Unref(ValStorage(v));
     }
     for (int v : op.out) {
@@ -632,39 +647,10 @@ void Simulator::Recompute(int seg) {
     const ExecOp& op = s_.ops[j];
     if (op.segment != seg) continue;
     recompute_flops = SatAdd(recompute_flops, op.flops);
-    const int inplace =
-        InPlaceStorage(op, !op.in.empty() && op.in[0] >= 0 && last_in_seg[op.in[0]] == j &&
-                               producer_[op.in[0]] >= first);
-    for (int v : op.out) {
-      if (v < 0 || s_.vals[v].phantom) continue;
-      const int r = root_[v];
-      if (op.view && r != v) {
-        Ref(storage_of_val_[r]);
-        continue;
-      }
-      const Category cat = saved_root_[r] ? Category::kSavedActivations : Category::kTransients;
-      if (inplace >= 0 && v == op.out[0]) {
-        storage_of_val_[r] = inplace;
-        Ref(inplace);
-        Retag(inplace, cat);
-        continue;
-      }
-      const int st = AllocNew(s_.vals[v].bytes, cat);
-      storage_of_val_[r] = st;
-      Ref(st);
-    }
-    if (op.fwd_workspace > 0) Free(AllocNew(op.fwd_workspace, Category::kWorkspaces));
-    for (const SavedRef& sr : op.saved) {
-      int st;
-      if (sr.val >= 0) {
-        st = ValStorage(sr.val);
-        if (st < 0) continue;
-      } else {
-        st = AllocNew(sr.bytes, Category::kSavedActivations);
-      }
-      Ref(st);
-      saved_storages_[j].push_back(st);
-    }
+    RunKernel(op, true,
+              !op.in.empty() && op.in[0] >= 0 && last_in_seg[op.in[0]] == j &&
+                  producer_[op.in[0]] >= first);
+    KeepSaved(op, j);
     for (int v : op.in) {
       if (v < 0 || last_in_seg[v] != j) continue;
       const int p = producer_[v];
