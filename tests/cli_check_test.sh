@@ -4,21 +4,7 @@
 set -u
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 MODELS=$(cd "$2" && pwd)
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-pass() { echo "ok: $1"; }
-fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
-# expect CODE NAME CMD...: runs CMD, compares its exit code.
-expect() {
-  local want=$1 name=$2
-  shift 2
-  "$@" >"$T/out" 2>"$T/err"
-  local got=$?
-  if [ "$got" = "$want" ]; then pass "$name"; else
-    fail "$name: exit $got, want $want"; sed 's/^/  | /' "$T/err" | head -5
-  fi
-}
+source "$(dirname "$0")/test_lib.sh"
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 R18=$MODELS/resnet18_train.onnx
@@ -167,8 +153,4 @@ expect 0 "plan --timeline" "$BIN" plan "$R18" "${FLAGS[@]}" --timeline "$T/p.svg
 python3 -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' "$T/p.svg" \
   && grep -q "saved_activations" "$T/p.svg" && pass "plan svg" || fail "plan svg"
 
-if [ "$fails" -ne 0 ]; then
-  echo "$fails failure(s)"
-  exit 1
-fi
-echo "all passed"
+finish
