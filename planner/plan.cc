@@ -973,13 +973,6 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options)
     o.fp32_conv = c;
     auto sched = BuildSchedule(g, o);
     if (!sched.ok()) return sched.status();
-    // In-place code is a CNN habit (torchvision: ReLU(inplace=True) and
-    // `out += identity`); models without such an activation (transformers:
-    // GELU, residual `x + y`) get no in-place variant, adds included.
-    bool candidates = false;
-    for (const ExecOp& op : sched->ops) {
-      candidates = candidates || (op.inplace_candidate && op.op_type != "Add");
-    }
     for (InPlace ip : inplace) {
       o.inplace = ip;
       auto plan = PlanSchedule(g, batch, o, sched.value());
@@ -990,7 +983,7 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options)
       }
       if (!have || plan->peak.device_bytes > keep->peak.device_bytes) keep = std::move(plan);
       have = true;
-      if (!candidates) break;  // nothing can run in place: one plan covers both
+      if (!sched->inplace_activations) break;  // nothing runs in place: one plan covers both
     }
     if (!sched->fp32_convs) break;  // no fp32 convolution: both kinds agree
   }

@@ -659,6 +659,9 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     const Val& a = s_.vals[op.in[0]];
     const Val& y = s_.vals[op.out[0]];
     op.inplace_candidate = a.dtype == y.dtype && a.shape == y.shape;
+    // In-place code is a CNN habit (torchvision: ReLU(inplace=True) and
+    // `out += identity`); transformers (GELU, residual `x + y`) have neither.
+    if (op.inplace_candidate && op_type != "Add") s_.inplace_activations = true;
   }
   // CUDA max pooling (2-D, 3-D) always computes its int64 indices; without
   // autograd they are dropped right after the kernel.

@@ -79,6 +79,8 @@ struct Schedule {
   int64_t parameter_count = 0;
   int attention_regions = 0;
   bool fp32_convs = false;  ///< Some convolution runs in fp32 (see Fp32ConvCopies).
+  /// Some activation could run in place (then residual adds may too; see InPlace).
+  bool inplace_activations = false;
   std::vector<std::string> warnings;
 };
 
