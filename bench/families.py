@@ -1,0 +1,371 @@
+#!/usr/bin/env python3
+"""Model families beyond the calibration set, built with our own sizes: recurrent
+nets (an LSTM language model, a sequence-first bidirectional GRU), a
+latent-diffusion U-Net, semantic segmentation, a T5-style encoder-decoder, GQA
+decoders (LLaMA-style, and a Qwen2-style one with a 152 k vocabulary and tied
+embeddings) and a wav2vec2-style audio classifier. Exported as the README says and
+measured in fresh processes with the calibration protocol.
+
+  python3 bench/families.py list
+  python3 bench/families.py export NAME OUTDIR
+      train-mode export (dynamo, optimize=False; the TorchScript exporter when
+      dynamo fails), batch dim symbolic, weights dropped (shape-only ONNX).
+  python3 bench/families.py measure NAME MODE BATCH PRECISION
+      one fresh process. MODE train: 3 steps of forward, the family's loss,
+      backward, AdamW step, zero_grad (autocast for amp_*, model.to(bfloat16)
+      for bf16). MODE infer: eval(), two forwards under inference_mode. Prints
+      one JSON line with absolute max_memory_allocated / max_memory_reserved
+      (what `memplan plan` predicts for a fresh process).
+
+Losses: cls = cross entropy on [B, C]; tokens = cross entropy over every
+position of [..., V]; pixels = cross entropy on [B, C, H, W] with [B, H, W]
+labels; mse = mean squared error against a random target of the output's shape.
+"""
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.backends.cudnn.benchmark = False
+
+
+# ---------------------------------------------------------------- models
+
+
+class LstmLM(nn.Module):
+    def __init__(self, vocab=12000, emb=512, hidden=1024, layers=2):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, emb)
+        self.rnn = nn.LSTM(emb, hidden, num_layers=layers, batch_first=True, dropout=0.2)
+        self.drop = nn.Dropout(0.2)
+        self.head = nn.Linear(hidden, vocab)
+
+    def forward(self, tokens):
+        h, _ = self.rnn(self.embed(tokens))
+        return self.head(self.drop(h))
+
+
+class GruTagger(nn.Module):
+    """Sequence-first ([S, B, F], nn.GRU's default layout) frame tagger."""
+
+    def __init__(self, feat=80, hidden=512, layers=3, classes=48):
+        super().__init__()
+        self.rnn = nn.GRU(feat, hidden, num_layers=layers, bidirectional=True, dropout=0.1)
+        self.head = nn.Linear(2 * hidden, classes)
+
+    def forward(self, feats):
+        h, _ = self.rnn(feats)
+        return self.head(h)
+
+
+class ResBlock(nn.Module):
+    def __init__(self, cin, cout, groups=32, p=0.1):
+        super().__init__()
+        self.n1 = nn.GroupNorm(groups, cin)
+        self.c1 = nn.Conv2d(cin, cout, 3, padding=1)
+        self.n2 = nn.GroupNorm(groups, cout)
+        self.drop = nn.Dropout(p)
+        self.c2 = nn.Conv2d(cout, cout, 3, padding=1)
+        self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else nn.Identity()
+
+    def forward(self, x):
+        h = self.c1(F.silu(self.n1(x)))
+        h = self.c2(self.drop(F.silu(self.n2(h))))
+        return self.skip(x) + h
+
+
+class AttnBlock(nn.Module):
+    def __init__(self, ch, heads=4, groups=32):
+        super().__init__()
+        self.heads = heads
+        self.norm = nn.GroupNorm(groups, ch)
+        self.qkv = nn.Conv2d(ch, 3 * ch, 1)
+        self.proj = nn.Conv2d(ch, ch, 1)
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        q, k, v = self.qkv(self.norm(x)).reshape(b, 3, self.heads, c // self.heads, h * w).unbind(1)
+        o = F.scaled_dot_product_attention(q.transpose(-1, -2), k.transpose(-1, -2),
+                                           v.transpose(-1, -2))
+        return x + self.proj(o.transpose(-1, -2).reshape(b, c, h, w))
+
+
+class UNet(nn.Module):
+    """A latent-diffusion-style U-Net on 4-channel 32x32 latents: GroupNorm, SiLU,
+    strided-conv downsampling, nearest upsampling, skip concatenation, one
+    attention block at the lowest resolution."""
+
+    def __init__(self, cin=4, ch=(128, 256, 384)):
+        super().__init__()
+        self.inp = nn.Conv2d(cin, ch[0], 3, padding=1)
+        self.down = nn.ModuleList()
+        self.downsample = nn.ModuleList()
+        c = ch[0]
+        skips = [c]
+        for i, co in enumerate(ch):
+            self.down.append(nn.ModuleList([ResBlock(c, co), ResBlock(co, co)]))
+            c = co
+            skips += [c, c]
+            if i + 1 < len(ch):
+                self.downsample.append(nn.Conv2d(c, c, 3, stride=2, padding=1))
+                skips.append(c)
+        self.mid = nn.ModuleList([ResBlock(c, c), AttnBlock(c), ResBlock(c, c)])
+        self.up = nn.ModuleList()
+        self.upsample = nn.ModuleList()
+        for i, co in reversed(list(enumerate(ch))):
+            blocks = nn.ModuleList()
+            for _ in range(3):
+                blocks.append(ResBlock(c + skips.pop(), co))
+                c = co
+            self.up.append(blocks)
+            if i > 0:
+                self.upsample.append(nn.Conv2d(c, c, 3, padding=1))
+        self.out_norm = nn.GroupNorm(32, c)
+        self.out = nn.Conv2d(c, cin, 3, padding=1)
+
+    def forward(self, x):
+        h = self.inp(x)
+        hs = [h]
+        for i, blocks in enumerate(self.down):
+            for blk in blocks:
+                h = blk(h)
+                hs.append(h)
+            if i < len(self.downsample):
+                h = self.downsample[i](h)
+                hs.append(h)
+        for blk in self.mid:
+            h = blk(h)
+        for i, blocks in enumerate(self.up):
+            for blk in blocks:
+                h = blk(torch.cat([h, hs.pop()], dim=1))
+            if i < len(self.upsample):
+                h = self.upsample[i](F.interpolate(h, scale_factor=2.0, mode="nearest"))
+        return self.out(F.silu(self.out_norm(h)))
+
+
+class OutOf(nn.Module):
+    """Returns one tensor of a model whose forward returns a dict or an HF output."""
+
+    def __init__(self, m, key):
+        super().__init__()
+        self.m = m
+        self.key = key
+
+    def forward(self, *args):
+        out = self.m(*args)
+        return out[self.key] if isinstance(out, dict) else getattr(out, self.key)
+
+
+class HFLogits(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids):
+        return self.m(input_ids=input_ids).logits
+
+
+class HFSeq2Seq(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids, decoder_input_ids):
+        return self.m(input_ids=input_ids, decoder_input_ids=decoder_input_ids).logits
+
+
+class HFAudio(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_values):
+        return self.m(input_values=input_values).logits
+
+
+def deeplab():
+    import torchvision
+    m = torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(
+        weights=None, weights_backbone=None, num_classes=21, aux_loss=False)
+    return OutOf(m, "out")
+
+
+def t5():
+    import transformers as T
+    cfg = T.T5Config(vocab_size=8192, d_model=384, d_kv=64, d_ff=1024, num_layers=4,
+                     num_decoder_layers=4, num_heads=6, use_cache=False)
+    return HFSeq2Seq(T.T5ForConditionalGeneration(cfg))
+
+
+def llama():
+    import transformers as T
+    cfg = T.LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816,
+                        num_hidden_layers=4, num_attention_heads=16, num_key_value_heads=4,
+                        max_position_embeddings=4096, use_cache=False)
+    cfg._attn_implementation = "sdpa"
+    return HFLogits(T.LlamaForCausalLM(cfg))
+
+
+def qwen():
+    import transformers as T
+    cfg = T.Qwen2Config(vocab_size=151936, hidden_size=512, intermediate_size=1408,
+                        num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2,
+                        tie_word_embeddings=True, max_position_embeddings=4096, use_cache=False)
+    cfg._attn_implementation = "sdpa"
+    return HFLogits(T.Qwen2ForCausalLM(cfg))
+
+
+def wav2vec2():
+    import transformers as T
+    cfg = T.Wav2Vec2Config(hidden_size=384, num_hidden_layers=4, num_attention_heads=6,
+                           intermediate_size=1536, num_labels=10, feat_extract_norm="group",
+                           mask_time_prob=0.0, mask_feature_prob=0.0, layerdrop=0.0)
+    cfg._attn_implementation = "sdpa"
+    return HFAudio(T.Wav2Vec2ForSequenceClassification(cfg))
+
+
+def tokens(vocab, seq):
+    return lambda b, dev: (torch.randint(0, vocab, (b, seq), device=dev),)
+
+
+# name: builder, inputs(batch, device), [input names], batch axis per input, loss,
+#       train batches, infer batches
+MODELS = {
+    "lstm_lm": (LstmLM, tokens(12000, 128), ["tokens"], [0], "tokens", [8, 32, 128], [8, 64]),
+    "gru_seqfirst": (GruTagger, lambda b, d: (torch.randn(200, b, 80, device=d),), ["feats"], [1],
+                     "tokens", [8, 32, 128], [8, 64]),
+    "unet_ldm": (UNet, lambda b, d: (torch.randn(b, 4, 32, 32, device=d),), ["latent"], [0], "mse",
+                 [8, 32, 96], [8, 64]),
+    "deeplab_mnv3": (deeplab, lambda b, d: (torch.randn(b, 3, 320, 320, device=d),), ["image"], [0],
+                     "pixels", [4, 16, 48], [4, 32]),
+    "t5_encdec": (t5, lambda b, d: (torch.randint(0, 8192, (b, 256), device=d),
+                                    torch.randint(0, 8192, (b, 256), device=d)),
+                  ["input_ids", "decoder_input_ids"], [0, 0], "tokens", [4, 16, 48], [4, 32]),
+    "llama_gqa": (llama, tokens(32000, 1024), ["input_ids"], [0], "tokens", [1, 4, 12], [1, 8]),
+    "qwen_bigvocab": (qwen, tokens(151936, 1024), ["input_ids"], [0], "tokens", [1, 2, 6], [1, 4]),
+    "wav2vec2_cls": (wav2vec2, lambda b, d: (torch.randn(b, 16000, device=d),), ["input_values"],
+                     [0], "cls", [4, 16, 64], [4, 32]),
+}
+
+
+def loss_of(out, kind):
+    if kind == "cls":
+        return F.cross_entropy(out, torch.randint(0, out.shape[1], out.shape[:1], device=out.device))
+    if kind == "tokens":
+        v = out.shape[-1]
+        y = torch.randint(0, v, out.shape[:-1], device=out.device)
+        return F.cross_entropy(out.reshape(-1, v), y.reshape(-1))
+    if kind == "pixels":
+        y = torch.randint(0, out.shape[1], (out.shape[0],) + tuple(out.shape[2:]), device=out.device)
+        return F.cross_entropy(out, y)
+    return F.mse_loss(out, torch.randn_like(out))
+
+
+# ---------------------------------------------------------------- export
+
+
+def export(name, outdir):
+    import onnx
+    os.makedirs(outdir, exist_ok=True)
+    build, inputs, names, axes, *_ = MODELS[name]
+    torch.manual_seed(0)
+    model = build().train()
+    xs = inputs(2, "cpu")
+    tmp = f"/tmp/{name}.full.onnx"
+    rec = dict(model=name)
+    t0 = time.time()
+    try:
+        batch = torch.export.Dim("batch", min=1, max=4096)
+        torch.onnx.export(model, xs, tmp, dynamo=True, optimize=False, input_names=names,
+                          output_names=["output"],
+                          dynamic_shapes=tuple({a: batch} for a in axes), external_data=True)
+        rec["exporter"] = "dynamo"
+    except Exception as e:  # noqa: BLE001 - the README's fallback
+        rec["dynamo_error"] = repr(e)[:400]
+        torch.onnx.export(model, xs, tmp, dynamo=False, opset_version=17,
+                          training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                          input_names=names, output_names=["output"],
+                          dynamic_axes={n: {a: "batch"} for n, a in zip(names, axes)})
+        rec["exporter"] = "torchscript"
+    m = onnx.load(tmp)
+    out = os.path.join(outdir, f"{name}_train.onnx")
+    onnx.save_model(m, out, save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=f"{name}_train.onnx.data", size_threshold=1024)
+    if os.path.exists(out + ".data"):
+        os.remove(out + ".data")
+    rec.update(nodes=len(m.graph.node), onnx_bytes=os.path.getsize(out),
+               params=sum(p.numel() for p in model.parameters() if p.requires_grad),
+               buffers=sum(b.numel() for b in model.buffers()), seconds=round(time.time() - t0, 1))
+    print(json.dumps(rec), flush=True)
+
+
+# ---------------------------------------------------------------- measure
+
+
+def measure(name, mode, batch, prec):
+    build, inputs, _, _, loss_kind, *_ = MODELS[name]
+    torch.manual_seed(0)
+    model = build().cuda()
+    xs = inputs(batch, "cuda")
+    if prec == "bf16":
+        model = model.to(torch.bfloat16)
+        xs = tuple(x.to(torch.bfloat16) if x.is_floating_point() else x for x in xs)
+    rec = dict(model=name, mode=mode, batch=batch, precision=prec,
+               params=sum(p.numel() for p in model.parameters() if p.requires_grad),
+               param_bytes=torch.cuda.memory_allocated())
+    total = torch.cuda.mem_get_info()[1]
+    if mode == "infer":
+        model.eval()
+        torch.cuda.reset_peak_memory_stats()
+        with torch.inference_mode():
+            for _ in range(2):
+                out = model(*xs)
+                del out
+        torch.cuda.synchronize()
+        rec.update(peak=torch.cuda.max_memory_allocated(),
+                   reserved_peak=torch.cuda.max_memory_reserved(),
+                   device_used=total - torch.cuda.mem_get_info()[0])
+    else:
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        amp = {"amp_bf16": torch.bfloat16}.get(prec)
+        steps = []
+        for _ in range(3):
+            torch.cuda.reset_peak_memory_stats()
+            with torch.autocast("cuda", dtype=amp or torch.float32, enabled=amp is not None):
+                out = model(*xs)
+                loss = loss_of(out, loss_kind)
+            fwd = torch.cuda.max_memory_allocated()
+            loss.backward()
+            bwd = torch.cuda.max_memory_allocated()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            del out, loss
+            torch.cuda.synchronize()
+            steps.append(dict(fwd_peak=fwd, fwd_bwd_peak=bwd,
+                              step_peak=torch.cuda.max_memory_allocated(),
+                              reserved_peak=torch.cuda.max_memory_reserved(),
+                              after=torch.cuda.memory_allocated(),
+                              device_used=total - torch.cuda.mem_get_info()[0]))
+        rec["steps"] = steps
+    print(json.dumps(rec), flush=True)
+
+
+if __name__ == "__main__":
+    verb = sys.argv[1]
+    if verb == "list":
+        for n, spec in MODELS.items():
+            print(n, " ".join(map(str, spec[5])), "|", " ".join(map(str, spec[6])))
+    elif verb == "export":
+        export(sys.argv[2], sys.argv[3])
+    else:
+        name, mode, batch, prec = sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+        try:
+            measure(name, mode, batch, prec)
+        except torch.cuda.OutOfMemoryError as e:
+            print(json.dumps(dict(model=name, mode=mode, batch=batch, precision=prec,
+                                  error="oom: " + str(e)[:200])), flush=True)
