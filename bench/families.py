@@ -16,6 +16,10 @@ measured in fresh processes with the calibration protocol.
       for bf16). MODE infer: eval(), two forwards under inference_mode. Prints
       one JSON line with absolute max_memory_allocated / max_memory_reserved
       (what `memplan plan` predicts for a fresh process).
+  python3 bench/families.py trace NAME MODE BATCH PRECISION OUT.json
+      the same run with the caching allocator's history recorded: every
+      allocation, free and segment with the innermost Python frames, in the
+      format of bench/memtrace.py, to compare with a plan event by event.
 
 Losses: cls = cross entropy on [B, C]; tokens = cross entropy over every
 position of [..., V]; pixels = cross entropy on [B, C, H, W] with [B, H, W]
@@ -306,9 +310,25 @@ def export(name, outdir):
 # ---------------------------------------------------------------- measure
 
 
-def measure(name, mode, batch, prec):
+def frame_summary(frames):
+    """The innermost frames that name a module, a model file or a torch function."""
+    keep = []
+    for f in frames:
+        fn = f.get("filename", "")
+        if any(s in fn for s in ("torch/nn", "torchvision", "transformers", "torch/optim",
+                                  "torch/autograd", "torch/_tensor", "torch/functional",
+                                  "families.py")):
+            keep.append(f"{fn.split('/')[-1]}:{f.get('line')}:{f.get('name')}")
+        if len(keep) >= 4:
+            break
+    return "|".join(keep)
+
+
+def measure(name, mode, batch, prec, trace=None):
     build, inputs, _, _, loss_kind, *_ = MODELS[name]
     torch.manual_seed(0)
+    if trace:
+        torch.cuda.memory._record_memory_history(max_entries=3_000_000, stacks="python")
     model = build().cuda()
     xs = inputs(batch, "cuda")
     if prec == "bf16":
@@ -353,6 +373,15 @@ def measure(name, mode, batch, prec):
                               device_used=total - torch.cuda.mem_get_info()[0]))
         rec["steps"] = steps
     print(json.dumps(rec), flush=True)
+    if trace:
+        snap = torch.cuda.memory._snapshot()
+        torch.cuda.memory._record_memory_history(enabled=None)
+        events = [[e["action"], e["addr"], e["size"], frame_summary(e.get("frames", []))]
+                  for e in snap["device_traces"][0]
+                  if e["action"] in ("alloc", "free_completed", "segment_alloc", "segment_free")]
+        rec["events"] = events
+        with open(trace, "w") as f:
+            json.dump(rec, f)
 
 
 if __name__ == "__main__":
@@ -365,7 +394,7 @@ if __name__ == "__main__":
     else:
         name, mode, batch, prec = sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
         try:
-            measure(name, mode, batch, prec)
+            measure(name, mode, batch, prec, sys.argv[6] if verb == "trace" else None)
         except torch.cuda.OutOfMemoryError as e:
             print(json.dumps(dict(model=name, mode=mode, batch=batch, precision=prec,
                                   error="oom: " + str(e)[:200])), flush=True)

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""memplan against the families measurements (bench/families.py).
+
+Usage: python3 bench/holdout_compare.py MEMPLAN ONNX_DIR [MEASUREMENTS.jsonl]
+ONNX_DIR holds NAME_train.onnx from `bench/families.py export` (run it on any
+machine with torch; no GPU needed). Prints one row per measurement (train:
+steady and first step) and the median / worst absolute error.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+MIB = 1 << 20
+# the loss bench/families.py trains each model with (cross entropy otherwise)
+LOSS = {"unet_ldm": "mse"}
+
+
+def plan(memplan, onnx, mode, batch, prec, step):
+    cmd = [memplan, "plan", onnx, "--mode", mode, "--batch", str(batch), "--format", "json"]
+    if mode == "train":
+        cmd += ["--precision", prec, "--optimizer", "adamw", "--step", step,
+                "--loss", LOSS.get(os.path.basename(onnx)[:-len("_train.onnx")], "cross_entropy")]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        return None, out.stderr.strip()
+    p = json.loads(out.stdout)["peak"]
+    return (p["allocated_bytes"], p["reserved_bytes"]), None
+
+
+def main():
+    memplan, onnx_dir = sys.argv[1], sys.argv[2]
+    meas = sys.argv[3] if len(sys.argv) > 3 else os.path.join(
+        os.path.dirname(__file__), "results", "families_h200.jsonl")
+    errs = {}
+    print(f"{'model':16} {'mode':5} {'prec':8} {'step':6} {'B':>3} {'meas MiB':>9} {'pred':>9}"
+          f" {'err%':>6} {'resv meas':>9} {'pred':>9} {'err%':>6}")
+    for line in open(meas):
+        r = json.loads(line)
+        onnx = os.path.join(onnx_dir, r["model"] + "_train.onnx")
+        cases = ([("infer", r["peak"], r["reserved_peak"])] if r["mode"] == "infer" else
+                 [("steady", r["steps"][2]["step_peak"], r["steps"][2]["reserved_peak"]),
+                  ("first", r["steps"][0]["step_peak"], r["steps"][0]["reserved_peak"])])
+        for step, m_alloc, m_res in cases:
+            mode = "inference" if r["mode"] == "infer" else "train"
+            pred, err = plan(memplan, onnx, mode, r["batch"], r["precision"],
+                             step if step != "infer" else "steady")
+            if pred is None:
+                print(f"{r['model']:16} {step:6} {err}")
+                continue
+            ea = 100.0 * (pred[0] - m_alloc) / m_alloc
+            er = 100.0 * (pred[1] - m_res) / m_res
+            fam = r["model"] + (" inference" if r["mode"] == "infer" else " training")
+            errs.setdefault(fam, ([], []))
+            errs[fam][0].append(abs(ea))
+            errs[fam][1].append(abs(er))
+            print(f"{r['model']:16} {r['mode']:5} {r['precision']:8} {step:6} {r['batch']:3}"
+                  f" {m_alloc / MIB:9.0f} {pred[0] / MIB:9.0f} {ea:+6.1f}"
+                  f" {m_res / MIB:9.0f} {pred[1] / MIB:9.0f} {er:+6.1f}")
+    print("\nabsolute error (median / worst)")
+    for fam, (a, r) in sorted(errs.items()):
+        print(f"  {fam:24} n={len(a):2}  allocated {statistics.median(a):4.1f} % / {max(a):4.1f} %"
+              f"   reserved {statistics.median(r):4.1f} % / {max(r):4.1f} %")
+
+
+if __name__ == "__main__":
+    main()
