@@ -6,7 +6,8 @@ decoders (LLaMA-style, and a Qwen2-style one with a 152 k vocabulary and tied
 embeddings) and a wav2vec2-style audio classifier. Exported as the README says and
 measured in fresh processes with the calibration protocol.
 
-  python3 bench/families.py list
+  python3 bench/families.py list          (the models the memory model was built on)
+  python3 bench/families.py list-check    (the same families at other sizes: check only)
   python3 bench/families.py export NAME OUTDIR
       train-mode export (dynamo, optimize=False; the TorchScript exporter when
       dynamo fails), batch dim symbolic, weights dropped (shape-only ONNX).
@@ -25,6 +26,7 @@ Losses: cls = cross entropy on [B, C]; tokens = cross entropy over every
 position of [..., V]; pixels = cross entropy on [B, C, H, W] with [B, H, W]
 labels; mse = mean squared error against a random target of the output's shape.
 """
+import functools
 import json
 import os
 import sys
@@ -191,42 +193,44 @@ class HFAudio(nn.Module):
         return self.m(input_values=input_values).logits
 
 
-def deeplab():
+def deeplab(arch="deeplabv3_mobilenet_v3_large", classes=21):
     import torchvision
-    m = torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(
-        weights=None, weights_backbone=None, num_classes=21, aux_loss=False)
+    m = getattr(torchvision.models.segmentation, arch)(
+        weights=None, weights_backbone=None, num_classes=classes, aux_loss=False)
     return OutOf(m, "out")
 
 
-def t5():
+def t5(vocab=8192, d_model=384, d_ff=1024, layers=4, heads=6):
     import transformers as T
-    cfg = T.T5Config(vocab_size=8192, d_model=384, d_kv=64, d_ff=1024, num_layers=4,
-                     num_decoder_layers=4, num_heads=6, use_cache=False)
+    cfg = T.T5Config(vocab_size=vocab, d_model=d_model, d_kv=64, d_ff=d_ff, num_layers=layers,
+                     num_decoder_layers=layers, num_heads=heads, use_cache=False)
     return HFSeq2Seq(T.T5ForConditionalGeneration(cfg))
 
 
-def llama():
+def llama(vocab=32000, hidden=1024, ffn=2816, layers=4, heads=16, kv_heads=4, tied=False):
     import transformers as T
-    cfg = T.LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816,
-                        num_hidden_layers=4, num_attention_heads=16, num_key_value_heads=4,
-                        max_position_embeddings=4096, use_cache=False)
+    cfg = T.LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=ffn,
+                        num_hidden_layers=layers, num_attention_heads=heads,
+                        num_key_value_heads=kv_heads, max_position_embeddings=4096,
+                        tie_word_embeddings=tied, use_cache=False)
     cfg._attn_implementation = "sdpa"
     return HFLogits(T.LlamaForCausalLM(cfg))
 
 
-def qwen():
+def qwen(vocab=151936, hidden=512, ffn=1408, layers=4, heads=8, kv_heads=2):
     import transformers as T
-    cfg = T.Qwen2Config(vocab_size=151936, hidden_size=512, intermediate_size=1408,
-                        num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2,
-                        tie_word_embeddings=True, max_position_embeddings=4096, use_cache=False)
+    cfg = T.Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=ffn,
+                        num_hidden_layers=layers, num_attention_heads=heads,
+                        num_key_value_heads=kv_heads, tie_word_embeddings=True,
+                        max_position_embeddings=4096, use_cache=False)
     cfg._attn_implementation = "sdpa"
     return HFLogits(T.Qwen2ForCausalLM(cfg))
 
 
-def wav2vec2():
+def wav2vec2(hidden=384, layers=4, heads=6, ffn=1536):
     import transformers as T
-    cfg = T.Wav2Vec2Config(hidden_size=384, num_hidden_layers=4, num_attention_heads=6,
-                           intermediate_size=1536, num_labels=10, feat_extract_norm="group",
+    cfg = T.Wav2Vec2Config(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                           intermediate_size=ffn, num_labels=10, feat_extract_norm="group",
                            mask_time_prob=0.0, mask_feature_prob=0.0, layerdrop=0.0)
     cfg._attn_implementation = "sdpa"
     return HFAudio(T.Wav2Vec2ForSequenceClassification(cfg))
@@ -254,6 +258,36 @@ MODELS = {
     "wav2vec2_cls": (wav2vec2, lambda b, d: (torch.randn(b, 16000, device=d),), ["input_values"],
                      [0], "cls", [4, 16, 64], [4, 32]),
 }
+
+
+# Check models: the same families at other sizes (and a second segmentation
+# head), never used to build the memory model, only to check it.
+P = functools.partial
+MODELS.update({
+    "lstm_lm_b": (P(LstmLM, vocab=20000, emb=256, hidden=768, layers=3), tokens(20000, 64),
+                  ["tokens"], [0], "tokens", [16, 64], [16]),
+    "gru_seqfirst_b": (P(GruTagger, feat=40, hidden=384, layers=2, classes=30),
+                       lambda b, d: (torch.randn(300, b, 40, device=d),), ["feats"], [1], "tokens",
+                       [16, 64], [16]),
+    "unet_ldm_b": (P(UNet, cin=4, ch=(96, 192, 288)),
+                   lambda b, d: (torch.randn(b, 4, 48, 48, device=d),), ["latent"], [0], "mse",
+                   [8, 24], [16]),
+    "lraspp_mnv3": (P(deeplab, arch="lraspp_mobilenet_v3_large", classes=12),
+                    lambda b, d: (torch.randn(b, 3, 256, 384, device=d),), ["image"], [0],
+                    "pixels", [8, 32], [8]),
+    "t5_encdec_b": (P(t5, vocab=16000, d_model=512, d_ff=1536, layers=3, heads=8),
+                    lambda b, d: (torch.randint(0, 16000, (b, 128), device=d),
+                                  torch.randint(0, 16000, (b, 128), device=d)),
+                    ["input_ids", "decoder_input_ids"], [0, 0], "tokens", [8, 32], [8]),
+    "llama_gqa_b": (P(llama, vocab=50000, hidden=768, ffn=2048, layers=6, heads=12, kv_heads=4,
+                      tied=True), tokens(50000, 2048), ["input_ids"], [0], "tokens", [1, 4], [2]),
+    "qwen_bigvocab_b": (P(qwen, hidden=384, ffn=1024, layers=3, heads=6, kv_heads=2),
+                        tokens(151936, 512), ["input_ids"], [0], "tokens", [2, 8], [4]),
+    "wav2vec2_cls_b": (P(wav2vec2, hidden=256, layers=3, heads=4, ffn=1024),
+                       lambda b, d: (torch.randn(b, 24000, device=d),), ["input_values"], [0],
+                       "cls", [8, 32], [8]),
+})
+CHECK_MODELS = [n for n in MODELS if n.endswith("_b") or n == "lraspp_mnv3"]
 
 
 def loss_of(out, kind):
@@ -386,8 +420,10 @@ def measure(name, mode, batch, prec, trace=None):
 
 if __name__ == "__main__":
     verb = sys.argv[1]
-    if verb == "list":
+    if verb in ("list", "list-check"):
         for n, spec in MODELS.items():
+            if (n in CHECK_MODELS) != (verb == "list-check"):
+                continue
             print(n, " ".join(map(str, spec[5])), "|", " ".join(map(str, spec[6])))
     elif verb == "export":
         export(sys.argv[2], sys.argv[3])

@@ -5,15 +5,17 @@
 # allocator, so its peaks are its own). Everything goes to $OUT.
 OUT=${OUT:-/tmp/out}
 JOBS=${JOBS:-6}
-MODELS=${MODELS:-$(python3 bench/families.py list | cut -d' ' -f1)}
-mkdir -p "$OUT/fam"
+LIST=${LIST:-list}   # list-check: the check models (other sizes)
+MODELS=${MODELS:-$(python3 bench/families.py $LIST | cut -d' ' -f1)}
+FAM=${FAM:-fam}
+mkdir -p "$OUT/$FAM"
 for m in $MODELS; do
-  timeout 300 python3 bench/families.py export "$m" "$OUT/fam" >> "$OUT/fam/export.jsonl" \
-    2> "$OUT/fam/$m.export.err" &
+  timeout 300 python3 bench/families.py export "$m" "$OUT/$FAM" >> "$OUT/$FAM/export.jsonl" \
+    2> "$OUT/$FAM/$m.export.err" &
 done
 cfgs=$(mktemp)
 for m in $MODELS; do
-  line=$(python3 bench/families.py list | grep "^$m ")
+  line=$(python3 bench/families.py $LIST | grep "^$m ")
   train=$(echo "$line" | cut -d'|' -f1 | cut -d' ' -f2-)
   infer=$(echo "$line" | cut -d'|' -f2)
   for b in $train; do
@@ -23,11 +25,11 @@ for m in $MODELS; do
 done > "$cfgs"
 wc -l < "$cfgs"
 xargs -P "$JOBS" -L 1 sh -c 'timeout 150 python3 bench/families.py measure "$0" "$1" "$2" "$3"' \
-  < "$cfgs" >> "$OUT/fam/measure.jsonl" 2>> "$OUT/fam/measure.err"
+  < "$cfgs" >> "$OUT/$FAM/measure.jsonl" 2>> "$OUT/$FAM/measure.err"
 wait
-wc -l "$OUT/fam/measure.jsonl" "$OUT/fam/export.jsonl"
-grep -c error "$OUT/fam/measure.jsonl"; grep -h error "$OUT/fam/measure.jsonl" | cut -c1-300 | head
-tail -5 "$OUT/fam/measure.err"; cat "$OUT/fam/export.jsonl" | cut -c1-300
-for f in "$OUT"/fam/*.export.err; do [ -s "$f" ] && { echo "== $f"; tail -3 "$f"; }; done
-ls -la "$OUT/fam"
-tar -C "$OUT" -czf "$OUT/fam.tgz" fam && rm -rf "$OUT/fam"
+wc -l "$OUT/$FAM/measure.jsonl" "$OUT/$FAM/export.jsonl"
+grep -c error "$OUT/$FAM/measure.jsonl"; grep -h error "$OUT/$FAM/measure.jsonl" | cut -c1-300 | head
+tail -5 "$OUT/$FAM/measure.err"; cat "$OUT/$FAM/export.jsonl" | cut -c1-300
+for f in "$OUT"/$FAM/*.export.err; do [ -s "$f" ] && { echo "== $f"; tail -3 "$f"; }; done
+ls -la "$OUT/$FAM"
+tar -C "$OUT" -czf "$OUT/$FAM.tgz" "$FAM" && rm -rf "$OUT/$FAM"
