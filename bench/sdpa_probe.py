@@ -60,8 +60,8 @@ def run(dt, h, kvh, d, mask, p):
         except Exception:  # noqa: BLE001 - a backend that refuses raises
             ok[be.name] = False
         q.grad = k.grad = v.grad = None
-    choice = torch._fused_sdp_choice(q, k, v, am, p, mask == "causal", None, kvh != h)
-    names = {int(b): b.name for b in SDPBackend if b.name != "ERROR"}
+    choice = torch._fused_sdp_choice(q, k, v, am, p, mask == "causal", scale=None, enable_gqa=kvh != h)
+    names = {int(b.value) if hasattr(b, "value") else int(b): b.name for b in BACKENDS}
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
