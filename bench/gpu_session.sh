@@ -1,7 +1,7 @@
 #!/bin/bash
 # One GPU session (run on the GPU machine from the repo root, with a CUDA
-# build of memplan and gpu_probe_gpu_test in $1, their non-CUDA shared
-# libraries in $1/lib): the gpu-labelled tests, `memplan probe`, `validate` at
+# build of memplan, libmemplan_gpu.so (beside memplan: probe and validate load
+# it) and gpu_probe_gpu_test in $1, their non-CUDA shared libraries in $1/lib): the gpu-labelled tests, `memplan probe`, `validate` at
 # the batch `advise` picks for an H200, the checkpoint placements advised for
 # gpt2 and resnet50 measured under PyTorch.
 # Everything goes to $OUT.

@@ -14,10 +14,7 @@
 namespace memplan {
 namespace {
 
-std::string ModelsDir() {
-  std::string f = __FILE__;  // .../cli/advise_test.cc
-  return f.substr(0, f.rfind("/cli/")) + "/models/";
-}
+std::string ModelsDir() { return MEMPLAN_MODELS_DIR "/"; }
 
 struct CliRun {
   int code = 0;

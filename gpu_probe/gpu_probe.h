@@ -3,9 +3,11 @@
 
 // Device facts and validation of a plan on a real GPU.
 //
-// Built with the CUDA Toolkit (MEMPLAN_HAVE_CUDA=1) this talks to the CUDA
-// runtime, cuBLAS and cuDNN; built without it every function returns
-// kNoCudaBuildMessage and GpuSupportBuilt() is false (the CLI exits 3).
+// Built with the CUDA Toolkit, these functions load the GPU library
+// (libmemplan_gpu.so, gpu_library.h) on first use, which talks to the CUDA
+// runtime, cuBLAS and cuDNN; when it is absent or cannot be loaded they
+// return a one-line error saying so. Built without CUDA every function
+// returns kNoCudaBuildMessage and GpuSupportBuilt() is false (the CLI exits 3).
 //
 // Both ProbeDevices() and ValidateOnGpu() create the device's primary context
 // and call cudaDeviceReset() before returning, so the process must not hold
@@ -26,7 +28,8 @@ namespace memplan {
 /// The error every GPU function returns in a build without CUDA.
 extern const char kNoCudaBuildMessage[];
 
-/// True when this binary was built with CUDA, cuBLAS and cuDNN.
+/// True when this build has the GPU library (CUDA, cuBLAS, cuDNN); loading
+/// it can still fail at run time, which the functions below report.
 bool GpuSupportBuilt();
 
 /// What one device is and what merely using it costs.

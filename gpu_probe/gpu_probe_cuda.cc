@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpu_probe/gpu_library.h"
 #include "gpu_probe/gpu_probe.h"
 #include "gpu_probe/kernels.h"
 #include "gpu_probe/replay.h"
@@ -737,7 +738,7 @@ Status DescribeDevice(int device, DeviceInfo* info) {
 
 }  // namespace
 
-bool GpuSupportBuilt() { return true; }
+namespace gpu_impl {
 
 Result<std::vector<DeviceInfo>> ProbeDevices() {
   int count = 0;
@@ -907,5 +908,7 @@ Result<ValidationReport> ValidateOnGpu(const ValidationRequest& req) {
   FinishReport(req.tolerance, &report);
   return report;
 }
+
+}  // namespace gpu_impl
 
 }  // namespace memplan

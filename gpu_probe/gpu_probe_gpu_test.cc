@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_probe/gpu_library.h"
 #include "gpu_probe/gpu_probe.h"
 
 namespace memplan {
@@ -48,8 +49,7 @@ void PrintReport(const char* what, const ValidationReport& r) {
 }
 
 TEST(GpuProbeTest, ProbeFindsADevice) {
-  ASSERT_TRUE(GpuSupportBuilt());
-  Result<std::vector<DeviceInfo>> devices = ProbeDevices();
+  Result<std::vector<DeviceInfo>> devices = gpu_impl::ProbeDevices();
   ASSERT_TRUE(devices.ok()) << devices.message();
   ASSERT_GE(devices->size(), 1u);
   for (const DeviceInfo& d : devices.value()) {
@@ -100,7 +100,7 @@ TEST(GpuProbeTest, TraceReplaysExactly) {
   ASSERT_TRUE(sim.ok()) << sim.message();
   req.predicted_allocated = sim->peak_allocated;
   req.predicted_reserved = sim->peak_reserved;
-  Result<ValidationReport> r = ValidateOnGpu(req);
+  Result<ValidationReport> r = gpu_impl::ValidateOnGpu(req);
   ASSERT_TRUE(r.ok()) << r.message();
   PrintReport("mixed trace", r.value());
   EXPECT_TRUE(r->fits);
@@ -133,7 +133,7 @@ void RunKernels(DType dtype, const char* label) {
                  Shape(KernelShape::kElementwise, {64LL << 20}, "layernorm")};
   req.kernels.back().dtype = dtype;
   req.kernel_event = {1, 1, 1, 1, 1};
-  Result<ValidationReport> r = ValidateOnGpu(req);
+  Result<ValidationReport> r = gpu_impl::ValidateOnGpu(req);
   ASSERT_TRUE(r.ok()) << r.message();
   PrintReport(label, r.value());
   EXPECT_TRUE(r->fits);
@@ -150,14 +150,14 @@ TEST(GpuProbeTest, KernelsBf16) { RunKernels(DType::kBFloat16, "kernels bf16"); 
 TEST(GpuProbeTest, KernelsFp32) { RunKernels(DType::kFloat, "kernels fp32"); }
 
 TEST(GpuProbeTest, ImpossibleRequestDoesNotFit) {
-  Result<std::vector<DeviceInfo>> devices = ProbeDevices();
+  Result<std::vector<DeviceInfo>> devices = gpu_impl::ProbeDevices();
   ASSERT_TRUE(devices.ok()) << devices.message();
   const int64_t total = devices->at(0).total_bytes;
   const int64_t free_before = devices->at(0).free_bytes;
   ValidationRequest req;
   // 1 GiB that fits, then more than the whole device.
   req.events = {Alloc(1, 1024 * kMiB), Alloc(2, total + 1024 * kMiB), Free(2), Free(1)};
-  Result<ValidationReport> r = ValidateOnGpu(req);
+  Result<ValidationReport> r = gpu_impl::ValidateOnGpu(req);
   ASSERT_TRUE(r.ok()) << r.message();
   PrintReport("impossible", r.value());
   EXPECT_FALSE(r->fits);
@@ -165,20 +165,20 @@ TEST(GpuProbeTest, ImpossibleRequestDoesNotFit) {
   EXPECT_EQ(r->measured_reserved_peak, 1024 * kMiB);
   EXPECT_FALSE(r->within_tolerance);
   // Everything was given back.
-  Result<std::vector<DeviceInfo>> after = ProbeDevices();
+  Result<std::vector<DeviceInfo>> after = gpu_impl::ProbeDevices();
   ASSERT_TRUE(after.ok()) << after.message();
   EXPECT_NEAR(static_cast<double>(after->at(0).free_bytes), static_cast<double>(free_before),
               64.0 * kMiB);
 }
 
 TEST(GpuProbeTest, MarginStopsBeforeTheDriverDoes) {
-  Result<std::vector<DeviceInfo>> devices = ProbeDevices();
+  Result<std::vector<DeviceInfo>> devices = gpu_impl::ProbeDevices();
   ASSERT_TRUE(devices.ok()) << devices.message();
   ValidationRequest req;
   // Fits the device, but not with a margin as large as the device.
   req.events = {Alloc(1, 256 * kMiB), Free(1)};
   req.safety_margin_bytes = devices->at(0).total_bytes;
-  Result<ValidationReport> r = ValidateOnGpu(req);
+  Result<ValidationReport> r = gpu_impl::ValidateOnGpu(req);
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_FALSE(r->fits);
   EXPECT_EQ(r->oom_at_event, 0);
