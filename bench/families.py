@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Model families beyond the calibration set, built with our own sizes: recurrent
-nets (an LSTM language model, a sequence-first bidirectional GRU), a
+nets (an LSTM language model, a sequence-first bidirectional GRU, a bidirectional
+LSTM tagger, a GRU language model), a
 latent-diffusion U-Net, semantic segmentation, a T5-style encoder-decoder, GQA
 decoders (LLaMA-style, and a Qwen2-style one with a 152 k vocabulary and tied
 embeddings) and a wav2vec2-style audio classifier. Exported as the README says and
@@ -65,6 +66,34 @@ class GruTagger(nn.Module):
 
     def forward(self, feats):
         h, _ = self.rnn(feats)
+        return self.head(h)
+
+
+class LstmTagger(nn.Module):
+    """Batch-first bidirectional one-layer LSTM over embeddings, no dropout."""
+
+    def __init__(self, vocab=8000, emb=256, hidden=384, tags=20):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, emb)
+        self.rnn = nn.LSTM(emb, hidden, batch_first=True, bidirectional=True)
+        self.head = nn.Linear(2 * hidden, tags)
+
+    def forward(self, tokens):
+        h, _ = self.rnn(self.embed(tokens))
+        return self.head(h)
+
+
+class GruLM(nn.Module):
+    """Batch-first 3-layer GRU language model with dropout between layers."""
+
+    def __init__(self, vocab=10000, emb=384, hidden=768, layers=3):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, emb)
+        self.rnn = nn.GRU(emb, hidden, num_layers=layers, batch_first=True, dropout=0.15)
+        self.head = nn.Linear(hidden, vocab)
+
+    def forward(self, tokens):
+        h, _ = self.rnn(self.embed(tokens))
         return self.head(h)
 
 
@@ -246,6 +275,9 @@ MODELS = {
     "lstm_lm": (LstmLM, tokens(12000, 128), ["tokens"], [0], "tokens", [8, 32, 128], [8, 64]),
     "gru_seqfirst": (GruTagger, lambda b, d: (torch.randn(200, b, 80, device=d),), ["feats"], [1],
                      "tokens", [8, 32, 128], [8, 64]),
+    "lstm_tagger": (LstmTagger, tokens(8000, 96), ["tokens"], [0], "tokens", [16, 64, 256],
+                    [16, 128]),
+    "gru_lm": (GruLM, tokens(10000, 64), ["tokens"], [0], "tokens", [4, 16, 64], [4, 32]),
     "unet_ldm": (UNet, lambda b, d: (torch.randn(b, 4, 32, 32, device=d),), ["latent"], [0], "mse",
                  [8, 32, 96], [8, 64]),
     "deeplab_mnv3": (deeplab, lambda b, d: (torch.randn(b, 3, 320, 320, device=d),), ["image"], [0],
