@@ -90,6 +90,15 @@ nlohmann::json PeakJson(const Peak& p, bool with_at) {
     b[CategoryName(static_cast<Category>(c))] = p.breakdown.bytes[c];
   }
   j["breakdown"] = b;
+  // Per phase of the step (each phase's start level included), for comparing a
+  // run phase by phase (memplan_torch).
+  nlohmann::json phases = nlohmann::json::object();
+  for (int ph = 0; ph < 3; ++ph) {
+    if (p.phase_allocated[ph] == 0 && p.phase_reserved[ph] == 0) continue;
+    phases[PhaseName(static_cast<Phase>(ph))] = {{"allocated_bytes", p.phase_allocated[ph]},
+                                                 {"reserved_bytes", p.phase_reserved[ph]}};
+  }
+  j["phases"] = phases;
   return j;
 }
 
@@ -129,6 +138,13 @@ nlohmann::json PlanJson(const std::string& model, const Plan& plan) {
   j["flops"] = {{"forward", plan.forward_flops},
                 {"backward", plan.backward_flops},
                 {"recompute", plan.recompute_flops}};
+  nlohmann::json modules = nlohmann::json::array();
+  for (const ModulePeak& m : plan.modules) {
+    modules.push_back({{"module", m.module},
+                       {"forward_allocated_bytes", m.forward_allocated},
+                       {"backward_allocated_bytes", m.backward_allocated}});
+  }
+  j["modules"] = modules;
   j["warnings"] = plan.warnings;
   return j;
 }

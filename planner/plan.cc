@@ -172,6 +172,7 @@ class Simulator {
   std::vector<MemEvent> events;
   std::vector<int> event_storage;  // storage index per event
   std::vector<int> event_step;     // timeline step per event
+  std::vector<int> event_op;       // schedule op whose kernel (or backward) made it; -1: none
   std::vector<Phase> steps_phase;
   std::vector<std::string> steps_label;
   std::vector<int> iteration_start;  // first step index of each iteration
@@ -205,6 +206,7 @@ class Simulator {
     events.push_back(MemEvent{s.id, s.bytes, true});
     event_storage.push_back(st);
     event_step.push_back(CurStep());
+    event_op.push_back(cur_op_);
   }
   void Free(int st) {
     Storage& s = storages[st];
@@ -213,6 +215,7 @@ class Simulator {
     events.push_back(MemEvent{s.id, 0, false});
     event_storage.push_back(st);
     event_step.push_back(CurStep());
+    event_op.push_back(cur_op_);
   }
   int AllocNew(int64_t bytes, Category cat) {
     const int st = NewStorage(bytes, cat);
@@ -276,6 +279,7 @@ class Simulator {
   const Schedule& s_;
   const PlanOptions& o_;
   int64_t next_id_ = 1;
+  int cur_op_ = -1;  // the op running now (events are attributed to it)
   std::vector<int> root_;
   std::vector<int> storage_of_val_;  // by root val
   std::vector<bool> saved_root_;
@@ -339,6 +343,7 @@ void Simulator::LoadModel() {
       events.push_back(e);
       event_storage.push_back(-1);
       event_step.push_back(CurStep());
+      event_op.push_back(-1);
     }
   }
   Step(Phase::kForward, "input");
@@ -396,6 +401,7 @@ void Simulator::Forward(bool grad_mode) {
   recomputed_.assign(seg_first_.size(), false);
   for (size_t i = 0; i < s_.ops.size(); ++i) {
     const ExecOp& op = s_.ops[i];
+    cur_op_ = static_cast<int>(i);
     Step(Phase::kForward, op.label);
     const bool checkpointed = grad_mode && op.segment >= 0;
     if (checkpointed && seg_first_[op.segment] == static_cast<int>(i)) {
@@ -435,6 +441,7 @@ void Simulator::Forward(bool grad_mode) {
       if (last_use_[v] < 0) Unref(ValStorage(v));
     }
   }
+  cur_op_ = -1;
 }
 
 void Simulator::Loss() {
@@ -531,6 +538,7 @@ void Simulator::Backward() {
       continue;
     }
     if (op.segment >= 0 && !recomputed_[op.segment]) Recompute(op.segment);
+    cur_op_ = static_cast<int>(k);
     Step(Phase::kBackward, op.label);
     backward_flops = SatAdd(backward_flops, SatMulNonNeg(2, op.flops));
     if (op.uses_cublas && !bwd_workspace_) {
@@ -608,6 +616,7 @@ void Simulator::Backward() {
       ReleaseSegment(op.segment);
     }
   }
+  cur_op_ = -1;
   for (size_t seg = 0; seg < seg_held_.size(); ++seg) ReleaseSegment(static_cast<int>(seg));
   // Whatever backward did not reach is released with the graph.
   for (auto& list : saved_storages_) {
@@ -646,6 +655,7 @@ void Simulator::Recompute(int seg) {
   for (int j = first; j <= last; ++j) {
     const ExecOp& op = s_.ops[j];
     if (op.segment != seg) continue;
+    cur_op_ = j;
     recompute_flops = SatAdd(recompute_flops, op.flops);
     RunKernel(op, true,
               !op.in.empty() && op.in[0] >= 0 && last_in_seg[op.in[0]] == j &&
@@ -748,6 +758,19 @@ Peak PeakOf(const Simulator& sim, const SimResult& r, size_t e0, size_t e1) {
   for (size_t e = e0 > 0 ? e0 - 1 : 0; e < e1 && e < r.reserved_after.size(); ++e) {
     p.reserved_bytes = std::max(p.reserved_bytes, r.reserved_after[e]);
   }
+  // Per phase: each event's level after it and before it (so a phase's peak
+  // includes where it started).
+  for (size_t e = e0; e < e1 && e < r.allocated_after.size(); ++e) {
+    const int ph = static_cast<int>(sim.steps_phase[sim.event_step[e]]);
+    int64_t a = r.allocated_after[e];
+    int64_t res = r.reserved_after[e];
+    if (e > 0) {
+      a = std::max(a, r.allocated_after[e - 1]);
+      res = std::max(res, r.reserved_after[e - 1]);
+    }
+    p.phase_allocated[ph] = std::max(p.phase_allocated[ph], a);
+    p.phase_reserved[ph] = std::max(p.phase_reserved[ph], res);
+  }
   // Categories and the exact live sum at the peak.
   std::unordered_map<int64_t, std::pair<int64_t, int>> live;  // id -> (block, storage)
   // Replay categories: each storage starts with its category at allocation;
@@ -789,6 +812,42 @@ Peak PeakOf(const Simulator& sim, const SimResult& r, size_t e0, size_t e1) {
                         ? 0.0
                         : 1.0 - static_cast<double>(r.allocated_after[at]) / r.reserved_after[at];
   return p;
+}
+
+// The allocated peak of each module over events [e0, e1): an event counts for
+// the modules of the op it is attributed to (synthetic ops run inside the op
+// after them, as in MarkModuleArguments), in forward or in backward.
+std::vector<ModulePeak> ModulePeaksOf(const Graph& g, const Schedule& s, const Simulator& sim,
+                                      const SimResult& r, size_t e0, size_t e1) {
+  const int n = static_cast<int>(s.ops.size());
+  std::vector<int> node_of(n, -1);
+  int next = -1;
+  for (int i = n - 1; i >= 0; --i) {
+    const int node = s.ops[i].node;
+    if (node >= 0 && g.nodes[node].modules_known) next = node;
+    node_of[i] = next;
+  }
+  std::vector<ModulePeak> out;
+  std::unordered_map<std::string, size_t> index;
+  for (size_t e = e0; e < e1 && e < r.allocated_after.size(); ++e) {
+    const int op = sim.event_op[e];
+    if (op < 0 || op >= n || node_of[op] < 0) continue;
+    const Phase ph = sim.steps_phase[sim.event_step[e]];
+    if (ph == Phase::kOptimizer) continue;
+    int64_t level = r.allocated_after[e];
+    if (e > 0) level = std::max(level, r.allocated_after[e - 1]);
+    for (const std::string& m : g.nodes[node_of[op]].modules) {
+      auto it = index.find(m);
+      if (it == index.end()) {
+        it = index.emplace(m, out.size()).first;
+        out.push_back(ModulePeak{m, 0, 0});
+      }
+      int64_t& slot = ph == Phase::kForward ? out[it->second].forward_allocated
+                                            : out[it->second].backward_allocated;
+      slot = std::max(slot, level);
+    }
+  }
+  return out;
 }
 
 void KernelsOf(const Schedule& s, std::vector<KernelShape>* out) {
@@ -931,6 +990,7 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
       plan.timeline.push_back(pt);
     }
   }
+  plan.modules = ModulePeaksOf(g, s, sim, res, e0, e1);
   // Inference: the activations packed into one arena (lower bound vs packed).
   if (options.mode == Mode::kInference) {
     std::vector<ArenaBuffer> bufs;
@@ -967,7 +1027,9 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options)
   if (options.inplace == InPlace::kBoth) inplace = {InPlace::kOff, InPlace::kOn};
   Result<Plan> keep = Status::Error("no plan");
   bool have = false;
-  Peak most[3];  // the largest allocated peak per step kind, over the variants
+  Peak most[3];                     // the largest allocated peak per step kind, over the variants
+  std::vector<ModulePeak> modules;  // per module, the largest over the variants
+  std::unordered_map<std::string, size_t> module_index;
   for (Fp32ConvCopies c : convs) {
     PlanOptions o = options;
     o.fp32_conv = c;
@@ -980,6 +1042,17 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options)
       const Peak* peaks[3] = {&plan->peak, &plan->first_step, &plan->steady};
       for (int k = 0; k < 3; ++k) {
         if (!have || peaks[k]->allocated_bytes > most[k].allocated_bytes) most[k] = *peaks[k];
+      }
+      for (const ModulePeak& m : plan->modules) {
+        auto it = module_index.find(m.module);
+        if (it == module_index.end()) {
+          module_index.emplace(m.module, modules.size());
+          modules.push_back(m);
+          continue;
+        }
+        ModulePeak& have_m = modules[it->second];
+        have_m.forward_allocated = std::max(have_m.forward_allocated, m.forward_allocated);
+        have_m.backward_allocated = std::max(have_m.backward_allocated, m.backward_allocated);
       }
       if (!have || plan->peak.device_bytes > keep->peak.device_bytes) keep = std::move(plan);
       have = true;
@@ -994,8 +1067,10 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options)
     Peak p = most[k];
     p.reserved_bytes = peaks[k]->reserved_bytes;
     p.device_bytes = peaks[k]->device_bytes;
+    for (int ph = 0; ph < 3; ++ph) p.phase_reserved[ph] = peaks[k]->phase_reserved[ph];
     *peaks[k] = p;
   }
+  keep->modules = std::move(modules);
   keep->options.fp32_conv = options.fp32_conv;
   keep->options.inplace = options.inplace;
   return keep;

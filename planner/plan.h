@@ -93,6 +93,22 @@ struct Peak {
   Phase phase = Phase::kForward;
   Breakdown breakdown;         ///< At the allocated peak.
   double fragmentation = 0.0;  ///< 1 - allocated/reserved at the peak.
+  /// Per Phase (forward, backward, optimizer): the peaks within that phase of
+  /// the step, the level at the phase's start included (what a monitor that
+  /// resets the peak counters at each phase boundary reads).
+  int64_t phase_allocated[3] = {0, 0, 0};
+  int64_t phase_reserved[3] = {0, 0, 0};
+};
+
+/// The allocated peak while a module runs, in forward and in backward.
+struct ModulePeak {
+  std::string module;  ///< Module path, as Node::modules names it ("layer1.0").
+  /// Highest allocated while an op of the module runs in forward (the level
+  /// before it included); 0 when it has no forward op.
+  int64_t forward_allocated = 0;
+  /// The same over its ops' backward, and their recomputation when the module
+  /// is inside a checkpointed segment.
+  int64_t backward_allocated = 0;
 };
 
 /// A representative kernel for GPU validation.
@@ -122,6 +138,8 @@ struct Plan {
   int64_t arena_bytes = 0;        ///< Inference: activations packed in one arena.
   int64_t arena_lower_bound = 0;  ///< Inference: most activation bytes live at once.
   std::vector<TimelinePoint> timeline;
+  /// Per module of the planned step, in the order they first run.
+  std::vector<ModulePeak> modules;
   std::vector<MemEvent> events;  ///< When options.keep_events.
   std::vector<KernelShape> kernels;
   std::vector<std::string> warnings;

@@ -634,5 +634,49 @@ TEST(Plan, ActivationsArePlannedInPlaceAndNot) {
   EXPECT_EQ(PlanOf(ReluChain(true), 4096, o).peak.allocated_bytes, reuse_off.peak.allocated_bytes);
 }
 
+// The MLP with its nodes inside modules "fc1", "act", "fc2" (as an exporter
+// names them), for per-module and per-phase peaks.
+GraphBuilder MlpInModules() {
+  GraphBuilder b = Mlp();
+  const char* mods[] = {"fc1", "act", "fc2"};
+  for (int i = 0; i < 3; ++i) {
+    b.g.nodes[i].modules = {mods[i]};
+    b.g.nodes[i].modules_known = true;
+    b.g.nodes[i].scope = mods[i];
+  }
+  return b;
+}
+
+// Steady momentum SGD peaks in fc1's backward (119145472 B, derived above):
+// the backward phase's peak and fc1's backward peak are that figure. fc1's
+// forward peaks with its output h (128 KiB) on top of what a steady step
+// starts with: params P, momentum P, x 32 KiB and the workspaces 65 MiB.
+TEST(Plan, ModuleAndPhasePeaks) {
+  const Plan p = PlanOf(MlpInModules(), 8, Train(Optimizer::kMomentum));
+  const int64_t bwd = static_cast<int>(Phase::kBackward);
+  EXPECT_EQ(p.steady.phase_allocated[bwd], 119145472);
+  int64_t most = 0;
+  for (int ph = 0; ph < 3; ++ph) most = std::max(most, p.steady.phase_allocated[ph]);
+  EXPECT_EQ(most, p.steady.allocated_bytes);
+  for (int ph = 0; ph < 3; ++ph) {
+    EXPECT_LE(p.steady.phase_reserved[ph], p.steady.reserved_bytes);
+    EXPECT_GE(p.steady.phase_reserved[ph], p.steady.phase_allocated[ph]);
+  }
+  ASSERT_EQ(p.modules.size(), 3u);
+  EXPECT_EQ(p.modules[0].module, "fc1");
+  EXPECT_EQ(p.modules[1].module, "act");
+  EXPECT_EQ(p.modules[2].module, "fc2");
+  EXPECT_EQ(p.modules[0].backward_allocated, 119145472);
+  EXPECT_EQ(p.modules[0].forward_allocated, 2 * kP + 32768 + kTrainWorkspaces + 131072);
+  for (const ModulePeak& m : p.modules) {
+    EXPECT_LE(m.forward_allocated, p.steady.phase_allocated[0]) << m.module;
+    EXPECT_LE(m.backward_allocated, p.steady.phase_allocated[bwd]) << m.module;
+    EXPECT_GT(m.forward_allocated, 0) << m.module;
+    EXPECT_GT(m.backward_allocated, 0) << m.module;
+  }
+  // A graph without module information has no module peaks.
+  EXPECT_TRUE(PlanOf(Mlp(), 8, Train(Optimizer::kMomentum)).modules.empty());
+}
+
 }  // namespace
 }  // namespace memplan
