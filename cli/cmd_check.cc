@@ -13,6 +13,7 @@
 #include "cli/format.h"
 #include "cli/options.h"
 #include "cli/report.h"
+#include "cli/run_trace.h"
 #include "cli/timeline_svg.h"
 
 #if __has_include("planner/devices.h")
@@ -36,6 +37,7 @@ struct CheckArgs {
   std::string format;
   std::string timeline;
   std::vector<std::string> reports;
+  std::string trace;  ///< A recorded run gated instead of the plan.
   CLI::App* cmd = nullptr;
 };
 
@@ -447,6 +449,9 @@ int RunCheck(const CheckArgs& a) {
       metric_name = cli_metric;
     }
     specs = loaded.value();
+    if (!a.trace.empty()) {
+      return Bad("--trace: needs a MODEL on the command line, not --config");
+    }
   } else {
     if (a.model.model.empty()) {
       return Bad("check needs MODEL or --config FILE");
@@ -598,6 +603,27 @@ int RunCheck(const CheckArgs& a) {
     if (b != baseline.end()) {
       c.baseline_bytes = b->second[std::string(MetricName(metric)) + "_bytes"].get<int64_t>();
     }
+    if (!a.trace.empty()) {
+      // The recorded run's highest step is what is gated (the plan stays in the report).
+      auto run = ReadRunTrace(a.trace);
+      if (!run.ok()) {
+        return bad(run.message());
+      }
+      Peak m;
+      int top = 0;
+      for (const RunStep& st : run->steps) {
+        m.allocated_bytes = std::max(m.allocated_bytes, st.peak_allocated);
+        if (st.peak_reserved > m.reserved_bytes) {
+          m.reserved_bytes = st.peak_reserved;
+          top = st.index;
+        }
+      }
+      m.device_bytes = m.reserved_bytes + c.plan.context_bytes;
+      c.measured_from = a.trace;
+      c.measured_peak = m;
+      c.measured = MeasuredSamplesOf(run.value(), top);
+      c.measured_label = "run " + a.trace + ", step " + std::to_string(top);
+    }
     c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     cases.push_back(std::move(c));
   }
@@ -650,6 +676,9 @@ void AddCheckCommand(CLI::App* app, CliState* state) {
                   "Percent growth over the baseline allowed (default 0)");
   AddFormatFlag(cmd, &args->format, {"table", "json", "md", "junit", "html"});
   cmd->add_option("--timeline", args->timeline, "Writes the memory timeline SVG here");
+  cmd->add_option("--trace", args->trace,
+                  "Gates a recorded run (memplan_torch trace) instead of the plan: its highest "
+                  "step's peak (device = reserved + the plan's context)");
   cmd->add_option("--report", args->reports,
                   "Also writes a report; format by extension: .json .md .xml (JUnit) .html "
                   ".txt (repeatable)");

@@ -371,7 +371,15 @@ std::string FailureText(const ReportCase& c) {
     os << " grew " << Pct(c.increase_pct()) << " over the baseline "
        << FormatBytes(c.baseline_bytes) << " (allowed " << lim << ")";
   }
-  os << "; peak at " << c.plan.peak.node << " (" << PhaseName(c.plan.peak.phase) << ")";
+  if (c.measured_from.empty()) {
+    os << "; peak at " << c.plan.peak.node << " (" << PhaseName(c.plan.peak.phase) << ")";
+  } else {
+    os << "; measured in " << c.measured_from << " (planned "
+       << FormatBytes(c.plan.peak.*(c.metric == Metric::kAllocated  ? &Peak::allocated_bytes
+                                    : c.metric == Metric::kReserved ? &Peak::reserved_bytes
+                                                                    : &Peak::device_bytes))
+       << ")";
+  }
   return os.str();
 }
 
@@ -407,6 +415,7 @@ nlohmann::json CheckJson(const std::vector<ReportCase>& cases) {
     j["status"] = CheckStatusName(s);
     j["metric"] = MetricName(c.metric);
     j["value_bytes"] = c.value();
+    if (!c.measured_from.empty()) j["measured_from"] = c.measured_from;
     if (c.budget_bytes >= 0) {
       j["budget_bytes"] = c.budget_bytes;
       j["budget"] = c.budget_text;
@@ -469,14 +478,16 @@ std::string CheckTable(const std::vector<ReportCase>& cases) {
     header.insert(header.end() - 1, "baseline");
   }
   for (const ReportCase& c : cases) {
-    const Peak& p = c.plan.peak;
-    std::vector<std::string> r = {c.name,
-                                  FormatBytes(p.allocated_bytes),
-                                  FormatBytes(p.reserved_bytes),
-                                  FormatBytes(p.device_bytes),
-                                  c.budget_bytes >= 0 ? FormatBytes(c.budget_bytes) : "-",
-                                  c.budget_bytes >= 0 ? SignedBytes(c.headroom()) : "-",
-                                  StatusText(c)};
+    const Peak& p = c.gated_peak();
+    std::vector<std::string> r = {
+        c.measured_from.empty() ? c.name : c.name + " (run " + c.measured_from + ")",
+
+        FormatBytes(p.allocated_bytes),
+        FormatBytes(p.reserved_bytes),
+        FormatBytes(p.device_bytes),
+        c.budget_bytes >= 0 ? FormatBytes(c.budget_bytes) : "-",
+        c.budget_bytes >= 0 ? SignedBytes(c.headroom()) : "-",
+        StatusText(c)};
     if (any_baseline) {
       r.insert(r.end() - 1, BaselineCell(c));
     }
@@ -668,6 +679,8 @@ std::string CheckAnnotations(const std::vector<ReportCase>& cases) {
 TimelineStyle TimelineStyleFor(const ReportCase& c) {
   TimelineStyle style;
   style.title = c.name;
+  style.measured = c.measured;
+  style.measured_label = c.measured_label;
   if (c.budget_bytes < 0) {
     return style;
   }

@@ -70,13 +70,20 @@ struct ReportCase {
   std::string file;   ///< Where annotations point (config file, else model).
   Plan plan;
   Metric metric = Metric::kDevice;
-  int64_t budget_bytes = -1;    ///< -1: no budget.
-  std::string budget_text;      ///< How the budget was written ("40GiB", "H100 - 10%").
-  int64_t baseline_bytes = -1;  ///< The previous run's metric; -1: none.
-  double max_increase_pct = 0;  ///< Allowed growth over the baseline.
-  double seconds = 0;           ///< Time spent planning.
+  int64_t budget_bytes = -1;             ///< -1: no budget.
+  std::string budget_text;               ///< How the budget was written ("40GiB", "H100 - 10%").
+  int64_t baseline_bytes = -1;           ///< The previous run's metric; -1: none.
+  double max_increase_pct = 0;           ///< Allowed growth over the baseline.
+  double seconds = 0;                    ///< Time spent planning.
+  std::vector<MeasuredSample> measured;  ///< A recorded run drawn over the timeline.
+  std::string measured_label;
 
-  int64_t value() const { return MetricBytes(plan.peak, metric); }
+  /// A recorded run's peaks (check --trace), gated instead of the plan's.
+  std::string measured_from;  ///< The trace file; empty: gate the plan.
+  Peak measured_peak;         ///< allocated, reserved, device (reserved + context).
+
+  const Peak& gated_peak() const { return measured_from.empty() ? plan.peak : measured_peak; }
+  int64_t value() const { return MetricBytes(gated_peak(), metric); }
   int64_t headroom() const { return budget_bytes - value(); }
   CheckStatus status() const;
   /// Percent growth over the baseline (0 when there is none).

@@ -175,6 +175,9 @@ std::string TimelineChart(const Plan& plan, const TimelineStyle& style, int y) {
   for (const TimelinePoint& p : tl) {
     ymax = std::max({ymax, p.reserved, p.allocated});
   }
+  for (const MeasuredSample& m : style.measured) {
+    ymax = std::max({ymax, m.reserved, m.allocated});
+  }
   // A budget far above the data would flatten the picture: note it instead.
   const bool budget_on_chart =
       style.budget_bytes >= 0 && static_cast<double>(style.budget_bytes) <= 2.0 * ymax;
@@ -303,6 +306,46 @@ std::string TimelineChart(const Plan& plan, const TimelineStyle& style, int y) {
   os << "<path id=\"allocated\" d=\"" << line(false)
      << "\" fill=\"none\" stroke=\"#111\" stroke-width=\"1.4\"/>\n";
 
+  // The measured run: each phase's samples over the plan's band of that phase
+  // (by time within the phase), samples of unknown phase over the whole step.
+  if (!style.measured.empty()) {
+    double band0[4] = {1e300, 1e300, 1e300, X(0)};
+    double band1[4] = {-1e300, -1e300, -1e300, X(xmax)};
+    for (size_t i = 0; i < tl.size(); ++i) {
+      const int ph = static_cast<int>(tl[i].phase);
+      band0[ph] = std::min(band0[ph], X(tl[i].step - first));
+      band1[ph] = std::max(band1[ph], i + 1 < tl.size() ? X(tl[i + 1].step - first) : X(xmax));
+    }
+    double t0[4] = {1e300, 1e300, 1e300, 1e300};
+    double t1[4] = {-1e300, -1e300, -1e300, -1e300};
+    for (const MeasuredSample& m : style.measured) {
+      const int ph = m.phase >= 0 && m.phase < 3 ? m.phase : 3;
+      t0[ph] = std::min(t0[ph], m.seconds);
+      t1[ph] = std::max(t1[ph], m.seconds);
+    }
+    auto mx = [&](const MeasuredSample& m) {
+      int ph = m.phase >= 0 && m.phase < 3 ? m.phase : 3;
+      if (band1[ph] < band0[ph]) ph = 3;  // the plan has no such phase
+      const double span = t1[ph] - t0[ph];
+      const double f = span > 0 ? (m.seconds - t0[ph]) / span : 0.5;
+      return band0[ph] + f * (band1[ph] - band0[ph]);
+    };
+    std::ostringstream da;
+    std::ostringstream dr;
+    for (size_t i = 0; i < style.measured.size(); ++i) {
+      const MeasuredSample& m = style.measured[i];
+      const double x = mx(m);
+      da << (i == 0 ? "M" : "L") << N(x) << " " << N(Y(static_cast<double>(m.allocated)));
+      dr << (i == 0 ? "M" : "L") << N(x) << " " << N(Y(static_cast<double>(m.reserved)));
+    }
+    os << "<g id=\"measured\"><path id=\"measured-reserved\" d=\"" << dr.str()
+       << "\" fill=\"none\" stroke=\"#e8590c\" stroke-width=\"1.4\" stroke-dasharray=\"4,3\"/>\n"
+       << "<path id=\"measured-allocated\" d=\"" << da.str()
+       << "\" fill=\"none\" stroke=\"#e8590c\" stroke-width=\"2\"><title>"
+       << XmlEscape(style.measured_label.empty() ? std::string("measured") : style.measured_label)
+       << "</title></path></g>\n";
+  }
+
   // Budget line.
   if (style.budget_bytes >= 0) {
     const std::string label = style.budget_label.empty()
@@ -416,6 +459,17 @@ std::string TimelineChart(const Plan& plan, const TimelineStyle& style, int y) {
        << "\" y2=\"" << N(ly + 6)
        << "\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"5,3\"/>\n"
        << "<text x=\"" << N(lx + 24) << "\" y=\"" << N(ly + 11) << "\">budget</text>\n";
+    ly += 22;
+  }
+  if (!style.measured.empty()) {
+    os << "<line x1=\"" << N(lx) << "\" y1=\"" << N(ly + 6) << "\" x2=\"" << N(lx + 16)
+       << "\" y2=\"" << N(ly + 6) << "\" stroke=\"#e8590c\" stroke-width=\"2\"/>\n"
+       << "<text x=\"" << N(lx + 24) << "\" y=\"" << N(ly + 11) << "\">run allocated</text>\n";
+    ly += 22;
+    os << "<line x1=\"" << N(lx) << "\" y1=\"" << N(ly + 6) << "\" x2=\"" << N(lx + 16)
+       << "\" y2=\"" << N(ly + 6)
+       << "\" stroke=\"#e8590c\" stroke-width=\"1.4\" stroke-dasharray=\"4,3\"/>\n"
+       << "<text x=\"" << N(lx + 24) << "\" y=\"" << N(ly + 11) << "\">run reserved</text>\n";
     ly += 22;
   }
   os << "<circle cx=\"" << N(lx + 8) << "\" cy=\"" << N(ly + 6) << "\" r=\"5\" fill=\"#d62728\"/>\n"

@@ -9,6 +9,14 @@
 
 namespace memplan {
 
+/// A measured point of a real run, drawn over the plan (memplan_torch trace).
+struct MeasuredSample {
+  int phase = -1;         ///< Phase as int; -1: unknown (spread over the whole step).
+  double seconds = 0;     ///< Since the step began.
+  int64_t allocated = 0;  ///< Peak allocated of the interval ending here.
+  int64_t reserved = 0;
+};
+
 /// What a chart shows besides the plan.
 struct TimelineStyle {
   int width = 1200;
@@ -16,6 +24,10 @@ struct TimelineStyle {
   std::string title;          ///< Defaults to nothing: the caller names the model.
   int64_t budget_bytes = -1;  ///< Draws a budget line when >= 0 (off-chart note when far above).
   std::string budget_label;   ///< Text at the line; defaults to "budget <size>".
+  /// A measured run drawn over the plan: each phase's samples spread over the
+  /// plan's band of that phase by their time within it.
+  std::vector<MeasuredSample> measured;
+  std::string measured_label;  ///< Legend text, e.g. "run trace.json, step 4".
 };
 
 /// Axis ticks in binary units: values in bytes and their labels ("2 GiB").

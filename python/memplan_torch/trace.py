@@ -82,6 +82,9 @@ def write(doc, path):
     validate(doc)
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".trace-", suffix=".json", dir=d)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # as open() would create it, not mkstemp's 0600
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(doc, f, indent=1)
