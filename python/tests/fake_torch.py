@@ -321,6 +321,19 @@ def make_module():
     torch.__version__ = "0.0-fake"
     torch.Tensor = Tensor
     torch.cuda = _make_cuda()
+    # The allocator's nested statistics, as torch._C gives them (the monitor's fast path).
+    c = types.ModuleType("torch._C")
+
+    def raw_stats(d=0):
+        ALLOC.raw_calls = getattr(ALLOC, "raw_calls", 0) + 1
+        return {"allocated_bytes": {"all": {"current": ALLOC.allocated,
+                                            "peak": ALLOC.peak_allocated}},
+                "reserved_bytes": {"all": {"current": ALLOC.reserved,
+                                           "peak": ALLOC.peak_reserved}}}
+
+    c._cuda_memoryStats = raw_stats
+    c._cuda_resetPeakMemoryStats = torch.cuda.reset_peak_memory_stats
+    torch._C = c
     torch.autograd = autograd
     torch.is_grad_enabled = is_grad_enabled
     torch.no_grad = no_grad

@@ -73,6 +73,25 @@ class MonitorPeaks(FakeTorchCase):
         # The monitor reset the counters at its boundaries (it owns them while it runs).
         self.assertGreater(fake_torch.allocator().resets, 4 * 20)
 
+    def test_fast_statistics_and_public_functions_agree(self):
+        fast = self.monitored(3)
+        self.assertGreater(getattr(fake_torch.allocator(), "raw_calls", 0), 50)
+        self.torch = fake_torch.make_module()
+        del self.torch._C  # a torch without the allocator's raw statistics
+        sys.modules["torch"] = self.torch
+        model = fake_torch.Net()
+        opt = fake_torch.Optimizer(model.parameters())
+        with self.mp.Monitor(model, opt) as slow:
+            for _ in range(3):
+                fake_torch.train_step(model, opt)
+                slow.step()
+        self.assertEqual(getattr(fake_torch.allocator(), "raw_calls", 0), 0)
+        strip = [{k: v for k, v in s.items() if k not in ("samples", "seconds", "phases")}
+                 for s in fast.steps]
+        self.assertEqual(strip, [{k: v for k, v in s.items()
+                                  if k not in ("samples", "seconds", "phases")}
+                                 for s in slow.steps])
+
     def test_phase_peaks_partition_the_step(self):
         mon = self.monitored(3)
         for s in mon.steps:
