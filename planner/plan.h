@@ -141,6 +141,11 @@ struct Plan {
   /// Per module of the planned step, in the order they first run.
   std::vector<ModulePeak> modules;
   std::vector<MemEvent> events;  ///< When options.keep_events.
+  /// When options.keep_events: per event, the op (node label) and phase it
+  /// belongs to and what the memory is for (debugging, bench/plan_events).
+  std::vector<std::string> event_nodes;
+  std::vector<Phase> event_phases;
+  std::vector<Category> event_categories;
   std::vector<KernelShape> kernels;
   std::vector<std::string> warnings;
 };
