@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
                                                        : memplan::Fp32ConvCopies::kInputOnly;
   }
   if (argc > 6) {
-    options->inplace = std::string(argv[6]) == "on" ? memplan::InPlace::kOn : memplan::InPlace::kOff;
+    options->inplace =
+        std::string(argv[6]) == "on" ? memplan::InPlace::kOn : memplan::InPlace::kOff;
   }
   std::vector<std::string> warnings;
   auto g = memplan::BindShapes(loaded.value(), bindings.value(), &warnings);
@@ -57,8 +58,8 @@ int main(int argc, char** argv) {
     }
     if (ev.is_alloc) bytes_of[ev.id] = ev.bytes;
     std::printf("%zu %s %s %s %c%lld %lld\n", e, memplan::PhaseName(plan->event_phases[e]),
-                plan->event_nodes[e].c_str(),
-                memplan::CategoryName(plan->event_categories[e]), ev.is_alloc ? '+' : '-',
+                plan->event_nodes[e].c_str(), memplan::CategoryName(plan->event_categories[e]),
+                ev.is_alloc ? '+' : '-',
                 static_cast<long long>(ev.is_alloc ? ev.bytes : bytes_of[ev.id]),
                 static_cast<long long>(sim->allocated_after[e]));
   }
