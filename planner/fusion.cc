@@ -1,7 +1,9 @@
 #include "planner/fusion.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
+#include <string>
 
 #include "planner/op_registry.h"
 #include "planner/ops/op_util.h"
@@ -125,6 +127,154 @@ bool TrySilu(const Graph& g, int sig, FusedRegion* r) {
   return true;
 }
 
+// The initializer that tensor t is a view or cast of (Unsqueeze, CastLike,
+// ...), collecting the nodes on the way; -1 when t is not one.
+int ParameterBehind(const Graph& g, int t, std::vector<int>* chain) {
+  static const std::set<std::string> kThrough = {"Unsqueeze", "Reshape", "Squeeze",
+                                                 "Identity",  "Cast",    "CastLike"};
+  while (t >= 0) {
+    const Tensor& tt = g.tensors[t];
+    if (tt.kind == TensorKind::kInitializer) return t;
+    const int p = tt.producer;
+    if (p < 0 || !g.nodes[p].domain.empty() || !kThrough.count(g.nodes[p].op_type) ||
+        g.nodes[p].inputs.empty() || OnlyConsumer(g, t) < 0) {
+      return -1;
+    }
+    chain->push_back(p);
+    t = g.nodes[p].inputs[0];
+  }
+  return -1;
+}
+
+// The nodes that make constant t (Constant, Expand, CastLike chains) when
+// nothing else reads them.
+void ConstantMakers(const Graph& g, int t, std::vector<int>* nodes) {
+  static const std::set<std::string> kMakers = {"Constant", "Expand",   "CastLike",
+                                                "Cast",     "Identity", "Reshape"};
+  while (t >= 0) {
+    const int p = g.tensors[t].producer;
+    if (p < 0 || !g.nodes[p].domain.empty() || !kMakers.count(g.nodes[p].op_type) ||
+        OnlyConsumer(g, t) < 0) {
+      return;
+    }
+    nodes->push_back(p);
+    t = g.nodes[p].inputs.empty() ? -1 : g.nodes[p].inputs[0];
+  }
+}
+
+// The single node that reads tensor t as data, or -1. CastLike nodes that
+// read t only for its dtype (their second input, as torchlib writes
+// `weight.to(x.dtype)`) are not counted; they go to `dtype_readers`.
+int DataConsumer(const Graph& g, int t, std::vector<int>* dtype_readers) {
+  for (int o : g.outputs) {
+    if (o == t) return -1;
+  }
+  int only = -1;
+  for (int c : g.tensors[t].consumers) {
+    const Node& n = g.nodes[c];
+    if (n.op_type == "CastLike" && n.domain.empty() && n.inputs.size() == 2 && n.inputs[1] == t &&
+        n.inputs[0] != t) {
+      dtype_readers->push_back(c);
+      continue;
+    }
+    if (only >= 0 && only != c) return -1;
+    only = c;
+  }
+  return only;
+}
+
+int64_t NumelOf(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// F.group_norm as both exporters write it (torchlib's aten_group_norm and the
+// TorchScript symbolic): x [N, C, ...] -> Reshape [N, G, -1] ->
+// InstanceNormalization (scale 1, bias 0 of G values) -> Reshape to x's shape
+// [-> Mul weight [C, 1, ...] -> Add bias]. PyTorch runs one native_group_norm
+// that keeps x, the weight and mean / rstd of [N, G]; the pieces would keep
+// the normalised tensor too and allocate one more of x's size.
+bool TryGroupNorm(const Graph& g, int inorm, FusedRegion* r) {
+  const Node& n = g.nodes[inorm];
+  if (n.inputs.size() != 3 || n.outputs.empty() || n.outputs[0] < 0) return false;
+  for (int t : n.inputs) {
+    if (t < 0) return false;
+  }
+  const int folded = n.inputs[0];
+  const int rp = g.tensors[folded].producer;
+  if (rp < 0 || g.nodes[rp].op_type != "Reshape" || !g.nodes[rp].domain.empty() ||
+      g.nodes[rp].inputs.empty() || g.nodes[rp].inputs[0] < 0 || OnlyConsumer(g, folded) != inorm) {
+    return false;
+  }
+  const int x = g.nodes[rp].inputs[0];
+  const std::vector<int64_t>& xs = g.tensors[x].shape;
+  const std::vector<int64_t>& fs = g.tensors[folded].shape;
+  if (xs.size() < 3 || fs.size() != 3 || fs[0] != xs[0] || fs[1] < 1 || xs[1] % fs[1] != 0 ||
+      NumelOf(fs) != NumelOf(xs)) {
+    return false;
+  }
+  const int64_t groups = fs[1];
+  for (int slot = 1; slot < 3; ++slot) {
+    if (g.tensors[n.inputs[slot]].shape != std::vector<int64_t>{groups}) return false;
+  }
+  const int normed = n.outputs[0];
+  const int back = OnlyConsumer(g, normed);
+  if (back < 0 || g.nodes[back].op_type != "Reshape" || !g.nodes[back].domain.empty() ||
+      g.nodes[back].outputs.empty() || g.nodes[back].outputs[0] < 0 ||
+      g.tensors[g.nodes[back].outputs[0]].shape != xs) {
+    return false;
+  }
+  std::vector<int> nodes = {rp, inorm, back};
+  ConstantMakers(g, n.inputs[1], &nodes);
+  ConstantMakers(g, n.inputs[2], &nodes);
+  int out = g.nodes[back].outputs[0];
+  int weight = -1;
+  int bias = -1;
+  // The affine part: * weight [C, 1, ...] + bias [C, 1, ...].
+  std::vector<int> dtype_readers;
+  const int mul = DataConsumer(g, out, &dtype_readers);
+  if (mul >= 0 && g.nodes[mul].op_type == "Mul" && g.nodes[mul].domain.empty() &&
+      !g.nodes[mul].outputs.empty() && g.nodes[mul].outputs[0] >= 0) {
+    std::vector<int> wchain;
+    const int w = ParameterBehind(g, OtherInput(g.nodes[mul], out), &wchain);
+    const int prod = g.nodes[mul].outputs[0];
+    const int add = DataConsumer(g, prod, &dtype_readers);
+    std::vector<int> bchain;
+    const int b = add >= 0 && g.nodes[add].op_type == "Add" && g.nodes[add].domain.empty() &&
+                          !g.nodes[add].outputs.empty() && g.nodes[add].outputs[0] >= 0
+                      ? ParameterBehind(g, OtherInput(g.nodes[add], prod), &bchain)
+                      : -1;
+    // Whatever reads the inner tensors for their dtype must be a cast of the
+    // weight or bias (replaced too).
+    bool readers_inside = true;
+    for (int c : dtype_readers) {
+      const bool in_w = std::find(wchain.begin(), wchain.end(), c) != wchain.end();
+      const bool in_b = std::find(bchain.begin(), bchain.end(), c) != bchain.end();
+      readers_inside = readers_inside && (in_w || in_b);
+    }
+    if (w >= 0 && b >= 0 && readers_inside && NumelOf(g.tensors[w].shape) == xs[1] &&
+        NumelOf(g.tensors[b].shape) == xs[1] && g.tensors[g.nodes[add].outputs[0]].shape == xs) {
+      weight = w;
+      bias = b;
+      nodes.push_back(mul);
+      nodes.push_back(add);
+      nodes.insert(nodes.end(), wchain.begin(), wchain.end());
+      nodes.insert(nodes.end(), bchain.begin(), bchain.end());
+      out = g.nodes[add].outputs[0];
+    }
+  }
+  r->op_type = "GroupNormalization";
+  r->nodes = nodes;
+  r->last_node = g.tensors[out].producer;
+  r->input = x;
+  r->output = out;
+  r->weight = weight;
+  r->bias = bias;
+  r->groups = groups;
+  return true;
+}
+
 }  // namespace
 
 std::vector<FusedRegion> FindFusedRegions(const Graph& g) {
@@ -134,6 +284,9 @@ std::vector<FusedRegion> FindFusedRegions(const Graph& g) {
     FusedRegion r;
     if (g.nodes[i].op_type == "Erf" && TryGelu(g, i, &r)) out.push_back(std::move(r));
     if (g.nodes[i].op_type == "Sigmoid" && TrySilu(g, i, &r)) out.push_back(std::move(r));
+    if (g.nodes[i].op_type == "InstanceNormalization" && TryGroupNorm(g, i, &r)) {
+      out.push_back(std::move(r));
+    }
   }
   return out;
 }

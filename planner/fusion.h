@@ -13,15 +13,22 @@ namespace memplan {
 /// x * 0.5 * (1 + erf(x / sqrt(2)))); planning the pieces would keep every
 /// intermediate for backward, which PyTorch does not.
 struct FusedRegion {
-  std::string op_type;     ///< The op PyTorch runs ("Gelu", "Swish").
+  std::string op_type;     ///< The op PyTorch runs ("Gelu", "Swish", "GroupNormalization").
   std::vector<int> nodes;  ///< Nodes replaced.
   int last_node = -1;      ///< Where the fused op is scheduled.
-  int input = -1;          ///< Tensor id of the op's input.
+  int input = -1;          ///< Tensor id of the op's (data) input.
   int output = -1;         ///< Tensor id of its output.
+  /// GroupNormalization: the weight and bias initializers (-1 without
+  /// affine) and the number of groups.
+  int weight = -1;
+  int bias = -1;
+  int64_t groups = 0;
 };
 
-/// Finds erf-form GELU and x * sigmoid(x) (SiLU) decompositions whose inner
-/// tensors are used only inside the pattern.
+/// Finds erf-form GELU, x * sigmoid(x) (SiLU) and group norm written as
+/// Reshape [N, G, -1] -> InstanceNormalization (unit scale, zero bias) ->
+/// Reshape back -> Mul weight -> Add bias (both exporters' decomposition of
+/// F.group_norm), whose inner tensors are used only inside the pattern.
 std::vector<FusedRegion> FindFusedRegions(const Graph& g);
 
 }  // namespace memplan

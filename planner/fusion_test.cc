@@ -1,4 +1,5 @@
-// Tests of FindFusedRegions: erf-form GELU written out by exporters.
+// Tests of FindFusedRegions: erf-form GELU, SiLU and group norm written out
+// by exporters.
 #include "planner/fusion.h"
 
 #include <gtest/gtest.h>
@@ -220,6 +221,244 @@ TEST(Fusion, SigmoidTimesItsInputIsOneSiluThatKeepsItsInput) {
   }
   EXPECT_EQ(swish, 1);
   EXPECT_EQ(sigmoid, 1);  // the gate's
+}
+
+// ---------------------------------------------------------------- group norm
+
+struct GroupNormOptions {
+  bool dtype_readers = false;  // torchlib: CastLike(weight, z) reads z for its dtype
+  bool affine = true;
+  bool inner_used_outside = false;  // z also feeds a Relu
+  bool fold_mixes_batch = false;    // Reshape to [1, G, -1] instead of [N, G, -1]
+  bool with_conv = true;            // x comes from a 1x1 conv (else x is the graph input)
+};
+
+// x0 [N, 8, 4, 4] -> 1x1 conv -> x -> F.group_norm(x, 2, gw, gb) -> y, as
+// the exporters write it.
+GraphBuilder GroupNormGraph(const GroupNormOptions& o, int64_t hw = 4) {
+  GraphBuilder b;
+  b.Input("x0", {testing_util::S("N"), D(8), D(hw), D(hw)});
+  b.Init("gw", {8});
+  b.Init("gb", {8});
+  std::string x = "x0";
+  if (o.with_conv) {
+    b.Init("W", {8, 8, 1, 1});
+    b.Op("Conv", {"x0", "W"}, {"x"}, "conv");
+    x = "x";
+  }
+  b.Ints("fold_shape", {o.fold_mixes_batch ? 1 : 0, 2, -1});
+  b.Op("Reshape", {x, "fold_shape"}, {"r"}, "fold");
+  b.Op("Constant", {}, {"ones"}, "ones").attrs["value"] =
+      TensorAttr(DType::kFloat, {2}, {}, {1.0, 1.0});
+  b.Op("Constant", {}, {"zeros"}, "zeros").attrs["value"] =
+      TensorAttr(DType::kFloat, {2}, {}, {0.0, 0.0});
+  b.Op("InstanceNormalization", {"r", "ones", "zeros"}, {"n"}, "inorm");
+  b.Op("Shape", {x}, {"xs"}, "shape");
+  b.Op("Reshape", {"n", "xs"}, {"z"}, "unfold");
+  if (!o.affine) {
+    b.Output("z");
+    return b;
+  }
+  b.Ints("axes", {1, 2});
+  b.Op("Unsqueeze", {"gw", "axes"}, {"gw3"}, "unsq_w");
+  b.Op("Unsqueeze", {"gb", "axes"}, {"gb3"}, "unsq_b");
+  std::string w = "gw3", bias = "gb3";
+  if (o.dtype_readers) {
+    b.Op("CastLike", {"gw3", "z"}, {"gwc"}, "castlike_w");
+    w = "gwc";
+  }
+  b.Op("Mul", {"z", w}, {"m"}, "mul");
+  if (o.dtype_readers) {
+    b.Op("CastLike", {"gb3", "m"}, {"gbc"}, "castlike_b");
+    bias = "gbc";
+  }
+  b.Op("Add", {"m", bias}, {"y"}, "add");
+  if (o.inner_used_outside) {
+    b.Op("Relu", {"z"}, {"zr"}, "relu");
+    b.Op("Add", {"y", "zr"}, {"out"}, "join");
+    b.Output("out");
+  } else {
+    b.Output("y");
+  }
+  return b;
+}
+
+std::vector<FusedRegion> GroupNormRegions(GraphBuilder* b) {
+  ShapeBindings bind;
+  bind.batch = 2;
+  Status st = InferShapes(&b->g, bind, nullptr);
+  EXPECT_TRUE(st.ok()) << st.message();
+  std::vector<FusedRegion> out;
+  for (FusedRegion& r : FindFusedRegions(b->g)) {
+    if (r.op_type == "GroupNormalization") out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<int> Nodes(const GraphBuilder& b, const std::vector<std::string>& names) {
+  std::vector<int> v;
+  for (const std::string& n : names) v.push_back(NodeIndex(b.g, n));
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+TEST(FusionGroupNorm, TorchScriptFormIsOneGroupNormWithWeightAndBias) {
+  GraphBuilder b = GroupNormGraph(GroupNormOptions());
+  auto regions = GroupNormRegions(&b);
+  ASSERT_EQ(regions.size(), 1u);
+  const FusedRegion& r = regions[0];
+  EXPECT_EQ(r.input, b.g.Find("x"));
+  EXPECT_EQ(r.output, b.g.Find("y"));
+  EXPECT_EQ(r.weight, b.g.Find("gw"));
+  EXPECT_EQ(r.bias, b.g.Find("gb"));
+  EXPECT_EQ(r.groups, 2);
+  EXPECT_EQ(r.last_node, NodeIndex(b.g, "add"));
+  std::vector<int> nodes = r.nodes;
+  std::sort(nodes.begin(), nodes.end());
+  EXPECT_EQ(nodes, Nodes(b, {"fold", "ones", "zeros", "inorm", "unfold", "unsq_w", "unsq_b", "mul",
+                             "add"}));
+}
+
+TEST(FusionGroupNorm, DtypeReadersOfTheInnerTensorsAreReplacedToo) {
+  GroupNormOptions o;
+  o.dtype_readers = true;
+  GraphBuilder b = GroupNormGraph(o);
+  auto regions = GroupNormRegions(&b);
+  ASSERT_EQ(regions.size(), 1u);
+  EXPECT_EQ(regions[0].output, b.g.Find("y"));
+  EXPECT_EQ(regions[0].weight, b.g.Find("gw"));
+  std::vector<int> nodes = regions[0].nodes;
+  std::sort(nodes.begin(), nodes.end());
+  EXPECT_EQ(nodes, Nodes(b, {"fold", "ones", "zeros", "inorm", "unfold", "unsq_w", "unsq_b",
+                             "castlike_w", "castlike_b", "mul", "add"}));
+}
+
+TEST(FusionGroupNorm, WithoutAffineOrWithTheNormalisedTensorUsedElsewhere) {
+  GroupNormOptions o;
+  o.affine = false;
+  GraphBuilder b = GroupNormGraph(o);
+  auto regions = GroupNormRegions(&b);
+  ASSERT_EQ(regions.size(), 1u);
+  EXPECT_EQ(regions[0].output, b.g.Find("z"));
+  EXPECT_EQ(regions[0].weight, -1);
+  EXPECT_EQ(regions[0].bias, -1);
+  // The normalised tensor feeds a Relu too: the affine ops stay separate.
+  GroupNormOptions u;
+  u.inner_used_outside = true;
+  GraphBuilder c = GroupNormGraph(u);
+  regions = GroupNormRegions(&c);
+  ASSERT_EQ(regions.size(), 1u);
+  EXPECT_EQ(regions[0].output, c.g.Find("z"));
+  EXPECT_EQ(regions[0].weight, -1);
+}
+
+TEST(FusionGroupNorm, AFoldThatMixesTheBatchIsNoGroupNorm) {
+  GroupNormOptions o;
+  o.fold_mixes_batch = true;
+  GraphBuilder b = GroupNormGraph(o);
+  EXPECT_TRUE(GroupNormRegions(&b).empty());
+}
+
+Result<Schedule> GroupNormSchedule(GraphBuilder* b, Precision p) {
+  ShapeBindings bind;
+  bind.batch = 2;
+  Status st = InferShapes(&b->g, bind, nullptr);
+  if (!st.ok()) return st;
+  PlanOptions o;
+  o.mode = Mode::kTrain;
+  o.precision = p;
+  return BuildSchedule(b->g, o);
+}
+
+// N = 2, C = 8, G = 2, 4x4: x is 2*8*16 = 256 values.
+//   fp32: mean and rstd [2, 2] = 16 B each; forward scale/shift [N, C] fp32
+//   = 64 B each (128 B); backward ds, db, c1 [N, C] (192 B) + c2, c3 [N, G]
+//   (32 B) = 224 B.
+TEST(FusionGroupNorm, ScheduleRunsOneNativeGroupNorm) {
+  GroupNormOptions o;
+  o.dtype_readers = true;
+  GraphBuilder b = GroupNormGraph(o);
+  auto s = GroupNormSchedule(&b, Precision::kFp32);
+  ASSERT_TRUE(s.ok()) << s.message();
+  int gn = 0;
+  for (const ExecOp& op : s->ops) {
+    EXPECT_NE(op.op_type, "InstanceNormalization");
+    EXPECT_NE(op.op_type, "Mul");
+    EXPECT_NE(op.op_type, "CastLike");
+    if (op.op_type != "GroupNormalization") continue;
+    ++gn;
+    EXPECT_EQ(op.in, (std::vector<int>{b.g.Find("x"), b.g.Find("gw"), b.g.Find("gb")}));
+    EXPECT_EQ(op.out, (std::vector<int>{b.g.Find("y")}));
+    EXPECT_EQ(op.grad_in, (std::vector<bool>{true, true, true}));
+    ASSERT_EQ(op.saved.size(), 4u);
+    EXPECT_EQ(op.saved[0].val, b.g.Find("x"));
+    EXPECT_EQ(op.saved[1].val, b.g.Find("gw"));
+    EXPECT_EQ(op.saved[2].bytes, 16);
+    EXPECT_EQ(op.saved[3].bytes, 16);
+    EXPECT_EQ(op.fwd_workspace, 128);
+    EXPECT_EQ(op.bwd_workspace, 224);
+  }
+  EXPECT_EQ(gn, 1);
+  EXPECT_EQ(s->vals[b.g.Find("y")].bytes, 256 * 4);
+}
+
+// Autocast runs group_norm in fp32: the bf16 conv output is copied to fp32
+// (1024 B), the output is fp32, mean and rstd are fp32. The whole model cast
+// to bf16 keeps bf16 (mean and rstd 8 B each) and adds fp32 copies of mean
+// and rstd to the forward's temporaries (128 + 32 B).
+TEST(FusionGroupNorm, Fp32UnderAutocastBf16WhenCast) {
+  GraphBuilder b = GroupNormGraph(GroupNormOptions());
+  auto s = GroupNormSchedule(&b, Precision::kAmpBf16);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const int x = b.g.Find("x");
+  EXPECT_EQ(s->vals[x].dtype, DType::kBFloat16);
+  const ExecOp* gn = nullptr;
+  for (const ExecOp& op : s->ops) {
+    if (op.op_type == "GroupNormalization") gn = &op;
+  }
+  ASSERT_TRUE(gn);
+  ASSERT_EQ(gn->in.size(), 3u);
+  EXPECT_NE(gn->in[0], x);
+  EXPECT_EQ(s->vals[gn->in[0]].dtype, DType::kFloat);
+  EXPECT_EQ(s->vals[gn->in[0]].bytes, 1024);
+  EXPECT_EQ(gn->in[1], b.g.Find("gw"));  // fp32 parameters as they are
+  EXPECT_EQ(s->vals[b.g.Find("y")].dtype, DType::kFloat);
+  EXPECT_EQ(s->vals[b.g.Find("y")].bytes, 1024);
+  ASSERT_EQ(gn->saved.size(), 4u);
+  EXPECT_EQ(gn->saved[0].val, gn->in[0]);
+  EXPECT_EQ(gn->saved[2].bytes, 16);
+
+  GraphBuilder h = GroupNormGraph(GroupNormOptions());
+  auto sh = GroupNormSchedule(&h, Precision::kBf16);
+  ASSERT_TRUE(sh.ok()) << sh.message();
+  for (const ExecOp& op : sh->ops) {
+    if (op.op_type != "GroupNormalization") continue;
+    EXPECT_EQ(op.in[0], h.g.Find("x"));
+    EXPECT_EQ(sh->vals[h.g.Find("y")].bytes, 512);
+    EXPECT_EQ(op.saved[2].bytes, 8);
+    EXPECT_EQ(op.fwd_workspace, 128 + 32);
+    EXPECT_EQ(op.bwd_workspace, 224);
+  }
+}
+
+// Inference, fp32, x0 [2, 8, 16, 16] = 16384 B straight into group norm:
+//   weight and bias (32 B each, one 512 B block each) + x0 + y (16384 B)
+//   + the scale/shift temporaries (128 B, a 512 B block) = 34304 B.
+// Planned as the pieces it would hold the normalised tensor and the product
+// as well.
+TEST(FusionGroupNorm, InferencePeakIsInputOutputAndTemporaries) {
+  GroupNormOptions o;
+  o.with_conv = false;
+  GraphBuilder b = GroupNormGraph(o, 16);
+  ShapeBindings bind;
+  bind.batch = 2;
+  ASSERT_TRUE(InferShapes(&b.g, bind, nullptr).ok());
+  PlanOptions po;
+  po.mode = Mode::kInference;
+  auto plan = MakePlan(b.g, 2, po);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  EXPECT_EQ(plan->peak.allocated_bytes, 1024 + 16384 + 16384 + 512);
+  EXPECT_EQ(plan->peak.node, "add");
 }
 
 }  // namespace

@@ -201,6 +201,28 @@ void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies 
   if (w.requires_grad) op->bwd_weight_workspace = SatAdd(ws, kConvWeightGradExtraBytes);
 }
 
+// native_group_norm on CUDA (aten/src/ATen/native/cuda/group_norm_kernel.cu):
+// the forward writes mean and rstd of [N, G] in the input's dtype (with
+// float32 copies for half inputs) and, with weight and bias, folds them into
+// per-channel scale and shift of [N, C] in the accumulation type (float32
+// for half inputs) that die with the kernel. The backward, after dX, dgamma
+// and dbeta, takes ds, db and c1 of [N, C] and c2, c3 of [N, G].
+void GroupNormWorkspaces(const Val& x, int64_t groups, bool affine, ExecOp* op) {
+  if (x.shape.size() < 2 || groups < 1) return;
+  const int64_t n = x.shape[0];
+  const int64_t c = x.shape[1];
+  int64_t acc = 0;
+  DTypeBytes(x.dtype, 1, &acc);
+  const bool half = IsHalf(x.dtype);
+  if (half) acc = 4;
+  const int64_t nc = SatMulNonNeg(SatMulNonNeg(n, c), acc);
+  const int64_t ng = SatMulNonNeg(SatMulNonNeg(n, groups), acc);
+  int64_t fwd = half ? SatMulNonNeg(2, ng) : 0;
+  if (affine) fwd = SatAdd(fwd, SatMulNonNeg(2, nc));
+  op->fwd_workspace = fwd;
+  op->bwd_workspace = SatAdd(SatMulNonNeg(affine ? 3 : 2, nc), SatMulNonNeg(2, ng));
+}
+
 class Builder {
  public:
   Builder(const Graph& g, const PlanOptions& o) : g_(g), o_(o) {}
@@ -236,6 +258,7 @@ class Builder {
                   std::vector<int> in, const std::vector<int>& outs,
                   const std::vector<SavedRef>* explicit_saves, int64_t flops);
   void AppendAttention(const AttentionRegion& r, const std::string& label);
+  void AddGroupNorm(const FusedRegion& r, int ni, const OpDef* def);
   int Synthetic(const std::string& name, const std::vector<int64_t>& shape, DType dt,
                 const std::vector<int64_t>& strides, int base);
   bool ComputeViewOutput(const Node& n, int in_val, int out_tensor, Val* out) const;
@@ -672,6 +695,10 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
   if (ni >= 0 && (op_type == "Conv" || op_type == "ConvTranspose")) {
     ConvWorkspaces(g_.nodes[ni], s_.vals, o_.fp32_conv, &op, &s_.fp32_convs);
   }
+  if (ni >= 0 && op_type == "GroupNormalization" && g_.nodes[ni].op_type == op_type &&
+      !op.in.empty() && op.in[0] >= 0) {
+    GroupNormWorkspaces(s_.vals[op.in[0]], g_.nodes[ni].GetInt("num_groups", 1), true, &op);
+  }
   op.flops = flops >= 0 ? flops : (ni >= 0 && def && def->flops ? def->flops(g_, g_.nodes[ni]) : 0);
   if (flops < 0 && (ni < 0 || !def || !def->flops)) {
     for (int v : op.out) {
@@ -952,12 +979,43 @@ int Builder::SegmentOf(const std::string& scope) const {
   return -1;
 }
 
+// One native_group_norm for an exported decomposition (see fusion.h). It
+// runs in float32 under autocast (autocast_mode.h, AT_FORALL_FP32) and keeps
+// its input, the weight, and mean and rstd of [N, G] in the input's dtype
+// (tools/autograd/derivatives.yaml, native_group_norm).
+void Builder::AddGroupNorm(const FusedRegion& r, int ni, const OpDef* def) {
+  const std::string label = g_.nodes[ni].Label(ni);
+  int x = val_of_[r.input];
+  if (IsAmp(o_.precision) && IsHalf(s_.vals[x].dtype)) {
+    x = CastVal(x, DType::kFloat, false, "autocast(" + label + ")");
+  }
+  std::vector<int> in = {x};
+  if (r.weight >= 0) {
+    in.push_back(val_of_[r.weight]);
+    in.push_back(val_of_[r.bias]);
+  }
+  const Val& xv = s_.vals[x];
+  std::vector<SavedRef> saves = {{x, 0, ""}};
+  if (r.weight >= 0) saves.push_back({in[1], 0, ""});
+  const std::vector<int64_t> stats = {xv.shape.empty() ? 0 : xv.shape[0], r.groups};
+  saves.push_back({-1, BytesOf(stats, xv.dtype), "mean"});
+  saves.push_back({-1, BytesOf(stats, xv.dtype), "rstd"});
+  int64_t numel = 0;
+  CheckedNumel(xv.shape, &numel);
+  AddCompute(r.op_type, label, ni, def, in, {r.output}, &saves, SatMulNonNeg(8, numel));
+  GroupNormWorkspaces(xv, r.groups, r.weight >= 0, &s_.ops.back());
+}
+
 void Builder::ProcessNode(int ni) {
   {
     auto fit = fused_.find(ni);
     if (fit != fused_.end()) {
       const FusedRegion& r = fit->second;
       const OpDef* def = FindOp("", r.op_type);
+      if (r.op_type == "GroupNormalization") {
+        AddGroupNorm(r, ni, def);
+        return;
+      }
       AddCompute(r.op_type, g_.nodes[ni].Label(ni), ni, def, {val_of_[r.input]}, {r.output},
                  nullptr, -1);
       if (o_.mode == Mode::kTrain && s_.vals[val_of_[r.input]].requires_grad) {

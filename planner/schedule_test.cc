@@ -487,6 +487,45 @@ TEST(Schedule, LayerNormRunsInFp32UnderAutocast) {
   EXPECT_EQ(extra, 2 * 4 * 4);
 }
 
+// x [N, 4, 8, 8] -> 1x1 conv -> c -> nearest 2x upsampling -> y. Autocast
+// runs upsample_nearest2d in fp32: the bf16 conv output is copied to fp32
+// and the output is fp32 (unet_ldm_train_32_amp_bf16 trace: a [32, 384, 8, 8]
+// fp32 copy, then a [32, 384, 16, 16] fp32 output).
+TEST(Schedule, UpsamplingRunsInFp32UnderAutocast) {
+  auto graph = [] {
+    GraphBuilder b;
+    b.Input("x", {S("N"), D(4), D(8), D(8)});
+    b.Init("W", {4, 4, 1, 1});
+    b.Op("Conv", {"x", "W"}, {"c"}, "conv");
+    b.Op("Constant", {}, {"scales"}, "scales").attrs["value"] =
+        testing_util::TensorAttr(DType::kFloat, {4}, {}, {1.0, 1.0, 2.0, 2.0});
+    b.Op("Resize", {"c", "", "scales"}, {"y"}, "up").attrs["mode"] =
+        testing_util::StringAttr("nearest");
+    b.Output("y");
+    return b;
+  };
+  GraphBuilder b = graph();
+  auto s = Build(&b, 2, Precision::kAmpBf16);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const int c = b.g.Find("c");
+  EXPECT_EQ(s->vals[c].dtype, DType::kBFloat16);
+  const ExecOp* up = OpOfNode(s.value(), b.g, "up");
+  ASSERT_TRUE(up);
+  ASSERT_FALSE(up->in.empty());
+  EXPECT_NE(up->in[0], c);
+  EXPECT_EQ(s->vals[up->in[0]].dtype, DType::kFloat);
+  EXPECT_EQ(s->vals[up->in[0]].bytes, 2 * 4 * 8 * 8 * 4);
+  EXPECT_EQ(s->vals[b.g.Find("y")].dtype, DType::kFloat);
+  EXPECT_EQ(s->vals[b.g.Find("y")].bytes, 2 * 4 * 16 * 16 * 4);
+  EXPECT_TRUE(up->saved.empty());  // its backward needs only the sizes
+  // The model cast to bf16 upsamples in bf16.
+  GraphBuilder h = graph();
+  auto sh = Build(&h, 2, Precision::kBf16);
+  ASSERT_TRUE(sh.ok()) << sh.message();
+  EXPECT_EQ(OpOfNode(sh.value(), h.g, "up")->in[0], h.g.Find("c"));
+  EXPECT_EQ(sh->vals[h.g.Find("y")].bytes, 2 * 4 * 16 * 16 * 2);
+}
+
 TEST(Schedule, ParamsAndBuffersFollowClassifyInitializers) {
   // Conv + BatchNorm (training outputs), flatten, Gemm.
   GraphBuilder b;

@@ -809,7 +809,9 @@ Status GroupNormShape(ShapeContext& ctx) {
   return SetOut(ctx, 0, ctx.Input(0).dtype, x);
 }
 
-/// native_group_norm: input, weight, fp32 mean and rstd of shape [N, groups].
+/// native_group_norm: input, weight, mean and rstd of shape [N, groups] in
+/// the input's dtype as it runs (float32 under autocast, which runs
+/// group_norm in float32; aten/src/ATen/native/cuda/group_norm_kernel.cu).
 void GroupNormSaves(const SaveContext& sc, std::vector<Saved>* out) {
   if (!sc.AnyInputRequiresGrad()) return;
   SaveInput(0, out);
@@ -818,8 +820,10 @@ void GroupNormSaves(const SaveContext& sc, std::vector<Saved>* out) {
   if (!x || x->empty()) return;
   const int64_t groups = sc.node->GetInt("num_groups", 1);
   if (groups < 1) return;
-  SaveExtra(DType::kFloat, {(*x)[0], groups}, "mean", out);
-  SaveExtra(DType::kFloat, {(*x)[0], groups}, "rstd", out);
+  const DType dt =
+      !sc.input_dtype.empty() && IsFloat(sc.input_dtype[0]) ? sc.input_dtype[0] : DType::kFloat;
+  SaveExtra(dt, {(*x)[0], groups}, "mean", out);
+  SaveExtra(dt, {(*x)[0], groups}, "rstd", out);
 }
 
 Status InstanceNormShape(ShapeContext& ctx) {
@@ -1388,9 +1392,13 @@ void RegisterNnOps(OpTable* t) {
   t->Add("GlobalMaxPool", Def(GlobalPoolShape, MaxPoolSaves, InputNumelFlops, pass));
   t->Add("GlobalLpPool", Def(GlobalPoolShape, SaveInput0Output0, InputNumelFlops, pass));
 
-  // Nearest/linear backward needs only the sizes.
-  t->Add("Resize", Def(ResizeShape, nullptr, nullptr, pass));
-  t->Add("Upsample", Def(ResizeShape, nullptr, nullptr, pass));
+  // Nearest/linear backward needs only the sizes. Autocast runs every
+  // upsample_* kernel in float32 (aten/src/ATen/autocast_mode.h,
+  // AT_FORALL_FP32): a half input is copied to float32 and the output is
+  // float32 (measured: bench/results/traces/families/unet_ldm_train_32_amp_bf16
+  // and deeplab_mnv3_train_16_amp_bf16).
+  t->Add("Resize", Def(ResizeShape, nullptr, nullptr, fp32));
+  t->Add("Upsample", Def(ResizeShape, nullptr, nullptr, fp32));
 
   t->Add("LSTM", Def(RnnShape, RnnSaves, RnnFlops, low));
   t->Add("GRU", Def(RnnShape, RnnSaves, RnnFlops, low));

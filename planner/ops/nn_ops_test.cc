@@ -960,7 +960,8 @@ TEST(NnRegistry, AutocastAliasAndDifferentiability) {
       {"InstanceNormalization", Autocast::kPassthrough},
       {"MaxPool", Autocast::kPassthrough},
       {"GlobalAveragePool", Autocast::kPassthrough},
-      {"Resize", Autocast::kPassthrough},
+      {"Resize", Autocast::kFp32},  // upsample_* are in AT_FORALL_FP32
+      {"Upsample", Autocast::kFp32},
   };
   for (const auto& e : expect) {
     const OpDef* d = FindOp("", e.first);
