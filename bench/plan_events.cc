@@ -1,6 +1,6 @@
 // Prints the allocator events memplan plans for one configuration, one line
 // each: event index, phase, op, category, +bytes (alloc) or -bytes (free),
-// and the simulated memory_allocated after it. For comparing a plan with a
+// and the simulated memory_allocated and memory_reserved after it. For comparing a plan with a
 // PyTorch allocator trace (bench/families.py trace, bench/memtrace.py).
 //
 //   plan_events MODEL BATCH PRECISION [LOSS] [all|input_only] [off|on]
@@ -57,11 +57,12 @@ int main(int argc, char** argv) {
       continue;
     }
     if (ev.is_alloc) bytes_of[ev.id] = ev.bytes;
-    std::printf("%zu %s %s %s %c%lld %lld\n", e, memplan::PhaseName(plan->event_phases[e]),
+    std::printf("%zu %s %s %s %c%lld %lld %lld\n", e, memplan::PhaseName(plan->event_phases[e]),
                 plan->event_nodes[e].c_str(), memplan::CategoryName(plan->event_categories[e]),
                 ev.is_alloc ? '+' : '-',
                 static_cast<long long>(ev.is_alloc ? ev.bytes : bytes_of[ev.id]),
-                static_cast<long long>(sim->allocated_after[e]));
+                static_cast<long long>(sim->allocated_after[e]),
+                static_cast<long long>(sim->reserved_after[e]));
   }
   std::printf("peak allocated %lld reserved %lld at %s\n",
               static_cast<long long>(plan->peak.allocated_bytes),

@@ -526,6 +526,27 @@ TEST(Schedule, UpsamplingRunsInFp32UnderAutocast) {
   EXPECT_EQ(sh->vals[h.g.Find("y")].bytes, 2 * 4 * 16 * 16 * 2);
 }
 
+// An ONNX GroupNormalization node (opset 18+), x [2, 8, 4, 4], 4 groups:
+// native_group_norm's [N, C] fp32 scale/shift (2 * 64 B) in forward; ds,
+// db, c1 [N, C] and c2, c3 [N, G] (192 + 64 B) in backward.
+TEST(Schedule, GroupNormalizationTakesItsKernelTemporaries) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(8), D(4), D(4)});
+  b.Init("W", {8, 8, 1, 1});
+  b.Init("s", {8});
+  b.Init("bias", {8});
+  b.Op("Conv", {"x", "W"}, {"c"}, "conv");
+  b.Op("GroupNormalization", {"c", "s", "bias"}, {"y"}, "gn").attrs["num_groups"] =
+      testing_util::IntAttr(4);
+  b.Output("y");
+  auto s = Build(&b, 2, Precision::kFp32);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const ExecOp* gn = OpOfNode(s.value(), b.g, "gn");
+  ASSERT_TRUE(gn);
+  EXPECT_EQ(gn->fwd_workspace, 2 * 2 * 8 * 4);
+  EXPECT_EQ(gn->bwd_workspace, 3 * 2 * 8 * 4 + 2 * 2 * 4 * 4);
+}
+
 TEST(Schedule, ParamsAndBuffersFollowClassifyInitializers) {
   // Conv + BatchNorm (training outputs), flatten, Gemm.
   GraphBuilder b;

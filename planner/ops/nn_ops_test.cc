@@ -527,6 +527,9 @@ TEST(NnGroupNorm, SavesPerGroupStats) {
   EXPECT_EQ(t.T("y").shape, (Shape{2, 32, 4, 4}));
   EXPECT_EQ(Describe(t.Saves(n, {false, true, true})),
             (Strings{"in0", "in1", "extra:mean:float32:[2, 8]", "extra:rstd:float32:[2, 8]"}));
+  // A model cast to bf16 keeps mean and rstd in bf16 (the input's dtype).
+  EXPECT_EQ(Describe(t.Saves(n, {true, true, true}, DType::kBFloat16)),
+            (Strings{"in0", "in1", "extra:mean:bfloat16:[2, 8]", "extra:rstd:bfloat16:[2, 8]"}));
   int n2 = t.Add("GroupNormalization", {"x", "s", "b"}, {"y2"}, {{"num_groups", AInt(5)}}, "gn");
   EXPECT_EQ(t.Infer(n2).message(),
             "m.onnx: node 'gn' (GroupNormalization): channels 32 are not divisible by "
