@@ -670,6 +670,37 @@ TEST(ScheduleConv, CudnnWorkspacesCopyInputWeightAndOutput) {
             8 * 8 * 32 * 32 * 2 + a / 2 + w1 / 2);
 }
 
+// wav2vec2's feature encoder: Conv1d 512 -> 512, kernel 3, stride 2, on
+// [N, 512, 99]. In bf16 its weight gradient takes exactly the input
+// gradient's workspace (cudnn_ws_models_h200.jsonl); fp32, and 2-D bf16
+// convolutions, add the 4 MiB split-K median.
+TEST(ScheduleConv, HalfPrecisionConv1dWeightGradientTakesTheInputGradientWorkspace) {
+  auto graph = [] {
+    GraphBuilder b;
+    b.Input("x", {S("N"), D(512), D(99)});
+    b.Init("W0", {512, 512, 1});
+    b.Init("W", {512, 512, 3});
+    b.Op("Conv", {"x", "W0"}, {"h"}, "pointwise");  // so that the input of "conv" needs a gradient
+    Ints(b.Op("Conv", {"h", "W"}, {"y"}, "conv"), "strides", {2});
+    b.Output("y");
+    return b;
+  };
+  GraphBuilder b = graph();
+  auto s = Build(&b, 4, Precision::kBf16);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const ExecOp* conv = OpOfNode(s.value(), b.g, "conv");
+  ASSERT_TRUE(conv);
+  // x 4*512*99*2, w 512*512*3*2, y 4*512*49*2 bytes.
+  const int64_t ws = 4 * 512 * 99 * 2 + 512 * 512 * 3 * 2 + 4 * 512 * 49 * 2;
+  EXPECT_EQ(conv->fwd_workspace, ws);
+  EXPECT_EQ(conv->bwd_workspace, ws);
+  EXPECT_EQ(conv->bwd_weight_workspace, ws);
+  GraphBuilder f = graph();
+  auto sf = Build(&f, 4, Precision::kFp32);
+  ASSERT_TRUE(sf.ok()) << sf.message();
+  EXPECT_EQ(OpOfNode(sf.value(), f.g, "conv")->bwd_weight_workspace, 2 * ws + (4 << 20));
+}
+
 TEST(ScheduleConv, MaxPoolMakesItsIndicesEvenWithoutAutograd) {
   GraphBuilder b;
   b.Input("x", {S("N"), D(4), D(8), D(8)});
