@@ -451,7 +451,12 @@ void Simulator::Loss() {
   const Val& lv = s_.vals[L];
   int64_t numel = 1;
   for (int64_t d : lv.shape) numel *= d;
-  const int64_t classes = lv.shape.empty() ? 1 : lv.shape.back();
+  // F.cross_entropy takes the classes on dim 1 of an [N, C, d1, ...] input
+  // (nll_loss2d: per-pixel labels [N, d1, ...]); logits of rank 2 or 3 are
+  // [N, C] or [B, S, V] flattened to [B * S, V].
+  const int64_t classes = lv.shape.empty()       ? 1
+                          : lv.shape.size() >= 4 ? lv.shape[1]
+                                                 : lv.shape.back();
   const int64_t rows = classes > 0 ? numel / classes : 0;
   const bool amp = o_.precision == Precision::kAmpBf16 || o_.precision == Precision::kAmpFp16;
   int64_t elem = 0;
@@ -515,10 +520,16 @@ void Simulator::Backward() {
     const int64_t lp_elem = amp ? 4 : (lv.bytes / std::max<int64_t>(numel, 1));
     // nll_loss backward writes d(log p); log_softmax backward reads it and
     // the saved log p, and writes d(logits) in the logits' dtype.
+    // nll_loss's node lets go of the labels and the total weight when it is
+    // done, before log_softmax backward runs (families trace
+    // deeplab_mnv3_train_16_amp_bf16: the [N, H, W] labels are freed right
+    // after d(log p) is allocated).
     const int glogp = AllocNew(numel * lp_elem, Category::kTransients);
+    Unref(loss_saved_[0]);
+    Unref(loss_saved_[2]);
     g = AllocNew(lv.bytes, Category::kTransients);
-    for (int st : loss_saved_) Unref(st);
     Free(glogp);
+    Unref(loss_saved_[1]);
   } else if (o_.loss == Loss::kMse) {
     g = AllocNew(lv.bytes, Category::kTransients);
     for (int st : loss_saved_) Unref(st);

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,44 @@ const TimelinePoint* PointAt(const Plan& plan, const std::string& node) {
     if (pt.node == node) return &pt;
   }
   return nullptr;
+}
+
+// Cross entropy on segmentation logits [N, C, H, W] takes its classes from
+// dim 1 and int64 labels of [N, H, W] (nll_loss2d). x [2, 4, 16, 16] * s
+// (a one-element parameter) -> logits (8 KiB); labels 2*16*16*8 = 4 KiB (a
+// [N, C, H] reading would give 2*4*16*8 = 1 KiB). In loss backward the
+// labels and the total weight go once d(log p) exists, before log_softmax
+// backward writes d(logits).
+TEST(Plan, PerPixelCrossEntropyLabelsAndTheirRelease) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(4), D(16), D(16)});
+  b.Init("s", {1});
+  b.Op("Mul", {"x", "s"}, {"logits"}, "scale");
+  b.Output("logits");
+  PlanOptions o = Train(Optimizer::kSgd);
+  o.keep_events = true;
+  const Plan p = PlanOf(b, 2, o);
+  ASSERT_EQ(p.events.size(), p.event_nodes.size());
+  std::vector<int64_t> loss_allocs;
+  std::vector<std::string> bwd;  // "+bytes" / "-bytes" of the first loss backward
+  std::map<int64_t, int64_t> bytes_of;
+  bool first_bwd_done = false;
+  for (size_t e = 0; e < p.events.size(); ++e) {
+    const MemEvent& ev = p.events[e];
+    if (ev.is_alloc) bytes_of[ev.id] = ev.bytes;
+    if (p.event_nodes[e] == "loss" && ev.is_alloc && loss_allocs.size() < 4) {
+      loss_allocs.push_back(ev.bytes);
+    }
+    if (p.event_nodes[e] == "loss backward" && !first_bwd_done) {
+      bwd.push_back((ev.is_alloc ? "+" : "-") + std::to_string(bytes_of[ev.id]));
+    } else if (!bwd.empty()) {
+      first_bwd_done = true;
+    }
+  }
+  // labels, log p (fp32, the logits' size), the loss, the total weight.
+  EXPECT_EQ(loss_allocs, (std::vector<int64_t>{2 * 16 * 16 * 8, 8192, 4, 4}));
+  // d(log p); labels and total weight freed; d(logits); d(log p) and log p freed.
+  EXPECT_EQ(bwd, (std::vector<std::string>{"+8192", "-4096", "-4", "+8192", "-8192", "-8192"}));
 }
 
 TEST(Plan, MlpParameters) {
