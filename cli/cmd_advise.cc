@@ -23,10 +23,7 @@ struct AdviseArgs {
   std::string budget;
   std::string device;
   std::string precision = "any";
-  std::string optimizer = "adamw";
-  std::string attention = "fused";
-  std::string loss = "cross_entropy";
-  std::string allocator = "default";
+  PlanFlags plan;  ///< The plan flags advise shares (optimizer, attention, loss, allocator).
   std::string checkpoint = "auto";
   int64_t global_batch = 0;
   std::string margin = "5";
@@ -40,20 +37,6 @@ std::string Fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
-}
-
-Result<double> ParsePercent(const std::string& text) {
-  std::string t = text;
-  if (!t.empty() && t.back() == '%') t.pop_back();
-  try {
-    size_t used = 0;
-    double v = std::stod(t, &used);
-    if (used != t.size() || !(v >= 0 && v < 100)) throw std::invalid_argument(t);
-    return v / 100.0;
-  } catch (const std::exception&) {
-    return Status::Error("--margin '" + text +
-                         "': expected a percentage in [0, 100), e.g. 5 or 5%");
-  }
 }
 
 Result<std::vector<Precision>> ParsePrecisionList(const std::string& text) {
@@ -437,18 +420,13 @@ int RunAdvise(const AdviseArgs& args) {
   } else {
     r.context_bytes = kDefaultContextBytes;
   }
-  auto margin = ParsePercent(args.margin);
+  auto margin = ParsePercent("--margin", args.margin);
   if (!margin.ok()) return Fail(margin.message());
   r.margin = margin.value();
   auto precisions = ParsePrecisionList(args.precision);
   if (!precisions.ok()) return Fail(precisions.message());
   r.precisions = precisions.value();
-  PlanFlags pf;
-  pf.optimizer = args.optimizer;
-  pf.attention = args.attention;
-  pf.loss = args.loss;
-  pf.allocator = args.allocator;
-  auto options = ToPlanOptions(pf);
+  auto options = ToPlanOptions(args.plan);
   if (!options.ok()) return Fail(options.message());
   r.base = options.value();
   r.checkpoint = args.checkpoint == "auto";
@@ -494,14 +472,7 @@ void AddAdviseCommand(CLI::App* app, CliState* state) {
   cmd->add_option("--precision", a->precision,
                   "any (amp_bf16, amp_fp16, fp32) or a comma list of fp32, amp_bf16, amp_fp16, "
                   "bf16, fp16");
-  cmd->add_option("--optimizer", a->optimizer, "sgd, momentum, adam, adamw")
-      ->check(CLI::IsMember({"sgd", "momentum", "adam", "adamw"}));
-  cmd->add_option("--attention", a->attention, "fused (SDPA kernels) or eager")
-      ->check(CLI::IsMember({"fused", "eager"}));
-  cmd->add_option("--loss", a->loss, "cross_entropy, mse or none")
-      ->check(CLI::IsMember({"cross_entropy", "mse", "none"}));
-  cmd->add_option("--allocator", a->allocator, "default or expandable")
-      ->check(CLI::IsMember({"default", "expandable"}));
+  AddSharedPlanFlags(cmd, &a->plan);
   cmd->add_option("--checkpoint", a->checkpoint,
                   "auto: also try activation checkpointing of the repeated blocks; none")
       ->check(CLI::IsMember({"none", "auto"}));

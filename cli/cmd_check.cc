@@ -162,7 +162,7 @@ Status ApplyKey(const std::string& key, const nlohmann::json& v, CheckSpec* spec
     }
     spec->model = v.get<std::string>();
   } else if (key == "mode") {
-    return Choice(v, key, {"train", "inference"}, &spec->plan_flags.mode);
+    return Choice(v, key, EnumNames<Mode>(), &spec->plan_flags.mode);
   } else if (key == "batch") {
     if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
       return Status::Error("'batch' must be a positive integer, got " + Show(v));
@@ -180,18 +180,17 @@ Status ApplyKey(const std::string& key, const nlohmann::json& v, CheckSpec* spec
       spec->model_flags.dims.push_back(it.key() + "=" + std::to_string(it.value().get<int64_t>()));
     }
   } else if (key == "precision") {
-    return Choice(v, key, {"fp32", "amp_bf16", "amp_fp16", "bf16", "fp16"},
-                  &spec->plan_flags.precision);
+    return Choice(v, key, EnumNames<Precision>(), &spec->plan_flags.precision);
   } else if (key == "optimizer") {
-    return Choice(v, key, {"sgd", "momentum", "adam", "adamw"}, &spec->plan_flags.optimizer);
+    return Choice(v, key, EnumNames<Optimizer>(), &spec->plan_flags.optimizer);
   } else if (key == "attention") {
-    return Choice(v, key, {"fused", "eager"}, &spec->plan_flags.attention);
+    return Choice(v, key, EnumNames<Attention>(), &spec->plan_flags.attention);
   } else if (key == "loss") {
-    return Choice(v, key, {"cross_entropy", "mse", "none"}, &spec->plan_flags.loss);
+    return Choice(v, key, EnumNames<Loss>(), &spec->plan_flags.loss);
   } else if (key == "step") {
-    return Choice(v, key, {"steady", "first"}, &spec->plan_flags.step);
+    return Choice(v, key, EnumNames<StepKind>(), &spec->plan_flags.step);
   } else if (key == "allocator") {
-    return Choice(v, key, {"default", "expandable"}, &spec->plan_flags.allocator);
+    return Choice(v, key, EnumNames<AllocatorKind>(), &spec->plan_flags.allocator);
   } else if (key == "reserve") {
     if (!v.is_string()) {
       return Status::Error("'reserve' must be a size string like \"767MiB\"");
@@ -557,22 +556,15 @@ int RunCheck(const CheckArgs& a) {
     if (!options.ok()) {
       return bad(where + ": " + options.message());
     }
-    std::vector<std::string> warnings;
-    auto bound = BindShapes(g->second, bindings.value(), &warnings);
-    if (!bound.ok()) {
-      return bad(where + ": " + bound.message());
-    }
-    auto plan = MakePlan(bound.value(), bindings->batch, options.value());
+    auto plan = PlanModel(g->second, bindings.value(), options.value());
     if (!plan.ok()) {
       return bad(where + ": " + plan.message());
     }
     // Each distinct warning once (a model checked at several batches repeats them).
     std::vector<std::string> fresh;
-    for (const std::vector<std::string>* list : {&warnings, &plan->warnings}) {
-      for (const std::string& w : *list) {
-        if (printed.insert(w).second) {
-          fresh.push_back(w);
-        }
+    for (const std::string& w : plan->warnings) {
+      if (printed.insert(w).second) {
+        fresh.push_back(w);
       }
     }
     if (!fresh.empty()) {

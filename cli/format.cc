@@ -33,6 +33,19 @@ std::string FormatCount(int64_t n) {
   return n < 0 ? "-" + out : out;
 }
 
+Result<double> ParsePercent(const std::string& flag, const std::string& text) {
+  std::string t = text;
+  if (!t.empty() && t.back() == '%') t.pop_back();
+  try {
+    size_t used = 0;
+    const double v = std::stod(t, &used);
+    if (used != t.size() || !(v >= 0 && v < 100)) throw std::invalid_argument(t);
+    return v / 100.0;
+  } catch (const std::exception&) {
+    return Status::Error(flag + " '" + text + "': expected a percentage in [0, 100), e.g. 5 or 5%");
+  }
+}
+
 Result<int64_t> ParseSize(const std::string& text) {
   size_t i = 0;
   while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) {

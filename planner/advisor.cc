@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "planner/op_registry.h"
+#include "planner/plan_model.h"
 
 namespace memplan {
 
@@ -148,29 +149,28 @@ struct Probe {
 
 class Searcher {
  public:
-  Searcher(const Graph& g, const AdviseRequest& r) : g_(g), r_(r) {}
+  Searcher(const Graph& g, const AdviseRequest& r) : planner_(g), r_(r) {}
 
   int plans() const { return plans_; }
 
-  Result<const Graph*> Bound(int64_t batch) {
-    auto it = bound_.find(batch);
-    if (it != bound_.end()) return it->second.get();
-    auto copy = std::make_unique<Graph>(g_);
+  ShapeBindings BindingsAt(int64_t batch) const {
     ShapeBindings b = r_.bindings;
     b.batch = batch;
-    std::vector<std::string> warnings;
-    Status s = InferShapes(copy.get(), b, &warnings);
-    if (!s.ok()) return Status::Error("batch " + std::to_string(batch) + ": " + s.message());
-    const Graph* out = copy.get();
-    bound_[batch] = std::move(copy);
-    return out;
+    return b;
+  }
+
+  Result<const Graph*> Bound(int64_t batch) {
+    auto bound = planner_.Bind(BindingsAt(batch));
+    if (!bound.ok())
+      return Status::Error("batch " + std::to_string(batch) + ": " + bound.message());
+    return &bound.value()->graph;
   }
 
   Result<const Probe*> At(int64_t batch, Precision p, const std::vector<std::string>& ckpt) {
     const std::string key = Key(p, ckpt, batch);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second.get();
-    auto g = Bound(batch);
+    auto g = Bound(batch);  // A shape error names the batch.
     if (!g.ok()) return g.status();
     PlanOptions o = r_.base;
     o.mode = Mode::kTrain;
@@ -178,7 +178,7 @@ class Searcher {
     o.checkpoint_segments = ckpt;
     o.context_bytes = r_.context_bytes;
     o.keep_events = false;
-    auto plan = MakePlan(*g.value(), batch, o);
+    auto plan = planner_.PlanStep(BindingsAt(batch), o);
     ++plans_;
     if (!plan.ok()) return Status::Error("batch " + std::to_string(batch) + ": " + plan.message());
     auto probe = std::make_unique<Probe>();
@@ -204,9 +204,8 @@ class Searcher {
   }
 
  private:
-  const Graph& g_;
+  ModelPlanner planner_;
   const AdviseRequest& r_;
-  std::map<int64_t, std::unique_ptr<Graph>> bound_;
   std::map<std::string, std::unique_ptr<Probe>> cache_;
   int plans_ = 0;
 };

@@ -10,50 +10,6 @@
 
 namespace memplan {
 
-const char* PrecisionName(Precision p) {
-  switch (p) {
-    case Precision::kFp32:
-      return "fp32";
-    case Precision::kAmpBf16:
-      return "amp_bf16";
-    case Precision::kAmpFp16:
-      return "amp_fp16";
-    case Precision::kBf16:
-      return "bf16";
-    case Precision::kFp16:
-      return "fp16";
-  }
-  return "?";
-}
-
-const char* OptimizerName(Optimizer o) {
-  switch (o) {
-    case Optimizer::kSgd:
-      return "sgd";
-    case Optimizer::kMomentum:
-      return "momentum";
-    case Optimizer::kAdam:
-      return "adam";
-    case Optimizer::kAdamW:
-      return "adamw";
-  }
-  return "?";
-}
-
-const char* AttentionName(Attention a) { return a == Attention::kFused ? "fused" : "eager"; }
-
-const char* LossName(Loss l) {
-  switch (l) {
-    case Loss::kCrossEntropy:
-      return "cross_entropy";
-    case Loss::kMse:
-      return "mse";
-    case Loss::kNone:
-      return "none";
-  }
-  return "?";
-}
-
 const char* PhaseName(Phase p) {
   switch (p) {
     case Phase::kForward:
@@ -83,8 +39,6 @@ const char* CategoryName(Category c) {
   }
   return "?";
 }
-
-const char* ModeName(Mode m) { return m == Mode::kTrain ? "train" : "inference"; }
 
 int64_t Breakdown::Total() const {
   int64_t t = 0;
