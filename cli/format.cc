@@ -1,5 +1,6 @@
 #include "cli/format.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -155,7 +156,12 @@ nlohmann::json PlanJson(const std::string& model, const Plan& plan) {
   for (const ModulePeak& m : plan.modules) {
     modules.push_back({{"module", m.module},
                        {"forward_allocated_bytes", m.forward_allocated},
-                       {"backward_allocated_bytes", m.backward_allocated}});
+                       {"backward_allocated_bytes", m.backward_allocated},
+                       {"forward_rise_bytes", m.forward_rise},
+                       // What forward leaves allocated, or (negative) releases.
+                       {"forward_kept_bytes", std::max<int64_t>(0, m.forward_kept)},
+                       {"forward_released_bytes", std::max<int64_t>(0, -m.forward_kept)},
+                       {"backward_rise_bytes", m.backward_rise}});
   }
   j["modules"] = modules;
   j["warnings"] = plan.warnings;

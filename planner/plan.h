@@ -70,6 +70,13 @@ struct ModulePeak {
   /// The same over its ops' backward, and their recomputation when the module
   /// is inside a checkpointed segment.
   int64_t backward_allocated = 0;
+  /// Relative to where each call starts (a run of the module's ops without
+  /// other ops between), so what comes before does not shift them: the most a
+  /// forward call rises above its start, what forward calls keep (allocated at
+  /// their end minus at their start, summed), the most a backward run rises.
+  int64_t forward_rise = 0;
+  int64_t forward_kept = 0;
+  int64_t backward_rise = 0;
 };
 
 /// A representative kernel for GPU validation.
