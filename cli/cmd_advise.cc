@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/escape.h"
 #include "cli/format.h"
 #include "cli/options.h"
 #include "cli/report.h"
@@ -23,7 +24,10 @@ struct AdviseArgs {
   std::string budget;
   std::string device;
   std::string precision = "any";
-  PlanFlags plan;  ///< The plan flags advise shares (optimizer, attention, loss, allocator).
+  std::string optimizer = "adamw";
+  std::string attention = "fused";
+  std::string loss = "cross_entropy";
+  std::string allocator = "default";
   std::string checkpoint = "auto";
   int64_t global_batch = 0;
   std::string margin = "5";
@@ -37,6 +41,20 @@ std::string Fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
+}
+
+Result<double> ParsePercent(const std::string& text) {
+  std::string t = text;
+  if (!t.empty() && t.back() == '%') t.pop_back();
+  try {
+    size_t used = 0;
+    double v = std::stod(t, &used);
+    if (used != t.size() || !(v >= 0 && v < 100)) throw std::invalid_argument(t);
+    return v / 100.0;
+  } catch (const std::exception&) {
+    return Status::Error("--margin '" + text +
+                         "': expected a percentage in [0, 100), e.g. 5 or 5%");
+  }
 }
 
 Result<std::vector<Precision>> ParsePrecisionList(const std::string& text) {
@@ -85,7 +103,9 @@ std::string Snippet(const Candidate& c, const AdviseRequest& r, const BlockChain
             "False})\n";
     }
     os << "CHECKPOINT = [\n";
-    for (const std::string& m : c.checkpoint) os << "    \"" << m << "\",\n";
+    // Module names come from the model: each one a Python string literal,
+    // never raw text in the code.
+    for (const std::string& m : c.checkpoint) os << "    " << PythonString(m) << ",\n";
     os << "]\n\n"
        << "def _recompute_in_backward(module):\n"
        << "    forward = module.forward\n"
@@ -320,7 +340,8 @@ std::string Table(const Context& ctx, const Advice& a, const AdviseRequest& r, s
 
 std::string Markdown(const Context& ctx, const Advice& a, const AdviseRequest& r, size_t n_alt) {
   std::ostringstream os;
-  os << "## memplan advise: `" << ctx.model << "`\n\n" << Header(ctx, a, r) << "\n\n";
+  os << "## memplan advise: " << MarkdownText(ctx.model) << "\n\n"
+     << MarkdownText(Header(ctx, a, r), 1000) << "\n\n";
   if (a.ranked.empty()) {
     os << "**Nothing fits**: even batch 1 needs more than " << FormatBytes(a.usable_bytes) << ".\n";
   } else {
@@ -347,7 +368,7 @@ std::string Markdown(const Context& ctx, const Advice& a, const AdviseRequest& r
     }
     os << "### PyTorch\n\n```python\n" << Snippet(c, r, a.blocks) << "```\n";
   }
-  for (const std::string& n : a.notes) os << "\n> note: " << n << "\n";
+  for (const std::string& n : a.notes) os << "\n> note: " << MarkdownText(n, 1000) << "\n";
   return os.str();
 }
 
@@ -420,17 +441,27 @@ int RunAdvise(const AdviseArgs& args) {
   } else {
     r.context_bytes = kDefaultContextBytes;
   }
-  auto margin = ParsePercent("--margin", args.margin);
+  auto margin = ParsePercent(args.margin);
   if (!margin.ok()) return Fail(margin.message());
   r.margin = margin.value();
   auto precisions = ParsePrecisionList(args.precision);
   if (!precisions.ok()) return Fail(precisions.message());
   r.precisions = precisions.value();
-  auto options = ToPlanOptions(args.plan);
+  PlanFlags pf;
+  pf.optimizer = args.optimizer;
+  pf.attention = args.attention;
+  pf.loss = args.loss;
+  pf.allocator = args.allocator;
+  auto options = ToPlanOptions(pf);
   if (!options.ok()) return Fail(options.message());
   r.base = options.value();
   r.checkpoint = args.checkpoint == "auto";
-  if (args.global_batch < 0) return Fail("--global-batch must be positive");
+  // Bounded so that micro-batch x steps cannot overflow.
+  constexpr int64_t kMaxGlobalBatch = int64_t{1} << 40;
+  if (args.global_batch < 0 || args.global_batch > kMaxGlobalBatch) {
+    return Fail("--global-batch " + std::to_string(args.global_batch) + ": must be from 1 to " +
+                std::to_string(kMaxGlobalBatch));
+  }
   r.global_batch = args.global_batch;
   if (args.max_batch < 1) return Fail("--max-batch must be positive");
   r.max_batch = std::min<int64_t>(args.max_batch, 65536);
@@ -472,7 +503,14 @@ void AddAdviseCommand(CLI::App* app, CliState* state) {
   cmd->add_option("--precision", a->precision,
                   "any (amp_bf16, amp_fp16, fp32) or a comma list of fp32, amp_bf16, amp_fp16, "
                   "bf16, fp16");
-  AddSharedPlanFlags(cmd, &a->plan);
+  cmd->add_option("--optimizer", a->optimizer, "sgd, momentum, adam, adamw")
+      ->check(CLI::IsMember({"sgd", "momentum", "adam", "adamw"}));
+  cmd->add_option("--attention", a->attention, "fused (SDPA kernels) or eager")
+      ->check(CLI::IsMember({"fused", "eager"}));
+  cmd->add_option("--loss", a->loss, "cross_entropy, mse or none")
+      ->check(CLI::IsMember({"cross_entropy", "mse", "none"}));
+  cmd->add_option("--allocator", a->allocator, "default or expandable")
+      ->check(CLI::IsMember({"default", "expandable"}));
   cmd->add_option("--checkpoint", a->checkpoint,
                   "auto: also try activation checkpointing of the repeated blocks; none")
       ->check(CLI::IsMember({"none", "auto"}));

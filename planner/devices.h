@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/options.h"
+#include "planner/plan.h"
 
 namespace memplan {
 

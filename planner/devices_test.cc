@@ -4,8 +4,6 @@
 
 #include <set>
 
-#include "planner/plan.h"
-
 namespace memplan {
 namespace {
 

@@ -180,8 +180,7 @@ class Monitor:
             self.trace["plan"] = {"file": self.plan.source, "margin": self.margin}
         self._warned = set()
         self._leak = None
-        self._open = {}  # (module, phase) -> open calls: [allocated at start, peak since]
-        self._cur_alloc = 0
+        self._open = {}  # (module, phase) -> nesting count
         self._calls_by_param = {}  # id(param) -> list of _Call waiting for it
         self._pending_calls = []
         self._bw_depth = 0
@@ -268,7 +267,8 @@ class Monitor:
     def _make_pre(self, name):
         def pre(module, args):
             self._tick(name)
-            self._push((name, _B if self._phase == _B else _F))
+            key = (name, _B if self._phase == _B else _F)
+            self._open[key] = self._open.get(key, 0) + 1
 
         return pre
 
@@ -276,7 +276,12 @@ class Monitor:
         def post(module, args, output):
             self._tick(name)
             in_backward = self._phase == _B
-            self._pop((name, _B if in_backward else _F))
+            key = (name, _B if in_backward else _F)
+            n = self._open.get(key, 0) - 1
+            if n > 0:
+                self._open[key] = n
+            else:
+                self._open.pop(key, None)
             torch = _torch()
             if in_backward or not torch.is_grad_enabled():
                 return  # a recomputation (checkpoint) or no graph
@@ -316,7 +321,8 @@ class Monitor:
         self._tick(call.name)
         if not call.opened and not call.closed:
             call.opened = True
-            self._push((call.name, _B))
+            key = (call.name, _B)
+            self._open[key] = self._open.get(key, 0) + 1
             if call.pending_inputs == 0 and call.pending_params == 0:
                 self._close_call(call)
 
@@ -331,26 +337,12 @@ class Monitor:
             return
         call.closed = True
         if call.opened:
-            self._pop((call.name, _B))
-
-    def _push(self, key):
-        self._open.setdefault(key, []).append([self._cur_alloc, self._cur_alloc])
-
-    def _pop(self, key):
-        """Ends the innermost open call of `key`: its rise above its start and (forward) what it
-        kept go to the module's figures."""
-        frames = self._open.get(key)
-        if not frames:
-            return
-        entry, peak = frames.pop()
-        if not frames:
-            del self._open[key]
-        name, phase = key
-        m = self._step["modules"].setdefault(name, {})
-        rk = phase + "_rise"
-        m[rk] = max(m.get(rk, 0), peak - entry)
-        if phase == _F:
-            m["forward_kept"] = m.get("forward_kept", 0) + self._cur_alloc - entry
+            key = (call.name, _B)
+            n = self._open.get(key, 0) - 1
+            if n > 0:
+                self._open[key] = n
+            else:
+                self._open.pop(key, None)
 
     def _root_pre(self, module, args):
         if self._phase != _F:
@@ -365,9 +357,7 @@ class Monitor:
             self._close_call(c)
         self._pending_calls = []
         self._calls_by_param = {}
-        for key in [k for k in self._open if k[1] == _B]:
-            while key in self._open:
-                self._pop(key)
+        self._open = {k: v for k, v in self._open.items() if k[1] != _B}
         self._maybe_probe("backward_end")
         self._set_phase(_O, "backward returned")
 
@@ -434,14 +424,10 @@ class Monitor:
         if pr > ph["peak_reserved"]:
             ph["peak_reserved"] = pr
         mods = st["modules"]
-        for (name, phase), frames in self._open.items():
+        for name, phase in self._open:
             m = mods.setdefault(name, {})
             if pa > m.get(phase, 0):
                 m[phase] = pa
-            for f in frames:
-                if pa > f[1]:
-                    f[1] = pa
-        self._cur_alloc = ca
         if self.keep_samples:
             st["samples"].append([round(time.perf_counter() - self._t0, 6), self._phase, pa, ca,
                                   cr])
@@ -472,7 +458,6 @@ class Monitor:
         self._t0 = self._phase_t0 = time.perf_counter()
         self._phase = _F
         self._events = 0
-        self._cur_alloc = c.memory_allocated(d)
         self._step = {
             "step": len(self.trace["steps"]),
             "allocated_start": c.memory_allocated(d),
