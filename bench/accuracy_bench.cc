@@ -13,9 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "cli/options.h"
+#include "onnx_import/importer.h"
 #include "planner/checkpoint.h"
 #include "planner/plan.h"
+#include "planner/plan_model.h"
 
 namespace {
 
@@ -116,7 +117,7 @@ int main(int argc, char** argv) {
   auto graph = [&](const std::string& name) -> const Graph* {
     auto it = graphs.find(name);
     if (it == graphs.end()) {
-      auto g = memplan::LoadGraph(models + "/" + name + ".onnx");
+      auto g = memplan::ImportOnnxFile(models + "/" + name + ".onnx");
       if (!g.ok()) return nullptr;
       it = graphs.emplace(name, std::move(g.value())).first;
     }
@@ -169,12 +170,6 @@ int main(int argc, char** argv) {
         if (!g) continue;
         memplan::ShapeBindings b;
         b.batch = r.batch;
-        std::vector<std::string> warn;
-        auto bound = memplan::BindShapes(*g, b, &warn);
-        if (!bound.ok()) {
-          std::printf("%s: %s\n", style.c_str(), bound.message().c_str());
-          continue;
-        }
         memplan::PlanOptions o;
         o.mode = infer ? memplan::Mode::kInference : memplan::Mode::kTrain;
         auto prec = memplan::ParsePrecision(infer && r.precision == "fp16" ? "fp16" : r.precision);
@@ -186,14 +181,14 @@ int main(int argc, char** argv) {
         o.step = step_i == 0 ? memplan::StepKind::kFirst : memplan::StepKind::kSteady;
         if (r.checkpoint == "hf_blocks") {
           // gradient_checkpointing_enable(): every transformer block.
-          o.checkpoint_segments = memplan::FixedPlacement(memplan::FindBlocks(bound.value()),
-                                                          memplan::CheckpointStrategy::kAll);
+          o.checkpoint_segments =
+              memplan::FixedPlacement(memplan::FindBlocks(*g), memplan::CheckpointStrategy::kAll);
         }
         if (infer && Family(r.model) != "cnn" && Family(r.model) != "vit" &&
             r.precision == "fp16") {
           o.precision = memplan::Precision::kFp16;
         }
-        auto plan = memplan::MakePlan(bound.value(), r.batch, o);
+        auto plan = memplan::PlanModel(*g, b, o);
         if (!plan.ok()) {
           std::printf("%s: %s\n", style.c_str(), plan.message().c_str());
           continue;

@@ -19,9 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "cli/options.h"
+#include "onnx_import/importer.h"
 #include "planner/advisor.h"
 #include "planner/devices.h"
+#include "planner/plan_model.h"
 
 namespace {
 
@@ -81,7 +82,7 @@ int main(int argc, char** argv) {
               "result");
   int pass = 0, fail = 0;
   for (const std::string& name : names) {
-    auto loaded = memplan::LoadGraph(models + "/" + name + "_train.onnx");
+    auto loaded = memplan::ImportOnnxFile(models + "/" + name + "_train.onnx");
     if (!loaded.ok()) {
       std::printf("%s: %s\n", name.c_str(), loaded.message().c_str());
       ++fail;
@@ -109,18 +110,14 @@ int main(int argc, char** argv) {
         {
           memplan::ShapeBindings bind;
           bind.batch = ref;
-          std::vector<std::string> warnings;
-          auto g = memplan::BindShapes(loaded.value(), bind, &warnings);
           memplan::PlanOptions o;
           o.mode = memplan::Mode::kTrain;
           o.precision = r.precisions[0];
           o.context_bytes = 0;
-          if (g.ok()) {
-            auto p = memplan::MakePlan(g.value(), ref, o);
-            if (p.ok()) {
-              const int64_t pred = std::max(p->steady.reserved_bytes, p->first_step.reserved_bytes);
-              plan_err = 100.0 * (static_cast<double>(pred) - budget) / budget;
-            }
+          auto p = memplan::PlanModel(loaded.value(), bind, o);
+          if (p.ok()) {
+            const int64_t pred = std::max(p->steady.reserved_bytes, p->first_step.reserved_bytes);
+            plan_err = 100.0 * (static_cast<double>(pred) - budget) / budget;
           }
         }
         const auto t0 = std::chrono::steady_clock::now();
@@ -159,7 +156,7 @@ int main(int argc, char** argv) {
   for (int rep = 0; rep < 3; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::clock_t c0 = std::clock();
-    auto loaded = memplan::LoadGraph(models + "/gpt2_train.onnx");
+    auto loaded = memplan::ImportOnnxFile(models + "/gpt2_train.onnx");
     if (!loaded.ok()) break;
     memplan::AdviseRequest r;
     r.device = *memplan::FindDevice("h100-sxm");

@@ -11,9 +11,19 @@
 #include <string>
 #include <unordered_map>
 
-#include "cli/options.h"
+#include "onnx_import/importer.h"
 #include "planner/allocator_sim.h"
 #include "planner/plan.h"
+#include "planner/plan_model.h"
+
+namespace {
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "plan_events: error: %s\n", message.c_str());
+  return 2;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 4) {
@@ -21,34 +31,36 @@ int main(int argc, char** argv) {
                  "usage: plan_events MODEL BATCH PRECISION [LOSS] [all|input_only] [off|on]\n");
     return 2;
   }
-  memplan::ModelFlags m;
-  m.model = argv[1];
-  m.batch = std::stoll(argv[2]);
-  memplan::PlanFlags f;
-  f.precision = argv[3];
-  if (argc > 4) f.loss = argv[4];
-  auto loaded = memplan::LoadGraph(m.model);
-  if (!loaded.ok()) return memplan::Fail(loaded.message());
-  auto bindings = memplan::ToBindings(m);
-  if (!bindings.ok()) return memplan::Fail(bindings.message());
-  auto options = memplan::ToPlanOptions(f);
-  if (!options.ok()) return memplan::Fail(options.message());
+  auto loaded = memplan::ImportOnnxFile(argv[1]);
+  if (!loaded.ok()) return Fail(loaded.message());
+  memplan::ShapeBindings bindings;
+  bindings.batch = std::stoll(argv[2]);
+  memplan::Result<memplan::PlanOptions> options = memplan::PlanOptions();
+  options->mode = memplan::Mode::kTrain;
+  auto precision = memplan::ParseEnum<memplan::Precision>(argv[3]);
+  if (!precision.ok()) return Fail(precision.message());
+  options->precision = precision.value();
+  if (argc > 4) {
+    auto loss = memplan::ParseEnum<memplan::Loss>(argv[4]);
+    if (!loss.ok()) return Fail(loss.message());
+    options->loss = loss.value();
+  }
   options->keep_events = true;
   if (argc > 5) {
-    options->fp32_conv = std::string(argv[5]) == "all" ? memplan::Fp32ConvCopies::kAll
-                                                       : memplan::Fp32ConvCopies::kInputOnly;
+    const std::string kind = argv[5];
+    if (kind != "all" && kind != "input_only") return Fail("unknown engine kind '" + kind + "'");
+    options->fp32_conv =
+        kind == "all" ? memplan::Fp32ConvCopies::kAll : memplan::Fp32ConvCopies::kInputOnly;
   }
   if (argc > 6) {
-    options->inplace =
-        std::string(argv[6]) == "on" ? memplan::InPlace::kOn : memplan::InPlace::kOff;
+    const std::string inplace = argv[6];
+    if (inplace != "on" && inplace != "off") return Fail("unknown in-place '" + inplace + "'");
+    options->inplace = inplace == "on" ? memplan::InPlace::kOn : memplan::InPlace::kOff;
   }
-  std::vector<std::string> warnings;
-  auto g = memplan::BindShapes(loaded.value(), bindings.value(), &warnings);
-  if (!g.ok()) return memplan::Fail(g.message());
-  auto plan = memplan::MakePlan(g.value(), bindings->batch, options.value());
-  if (!plan.ok()) return memplan::Fail(plan.message());
+  auto plan = memplan::PlanModel(loaded.value(), bindings, options.value());
+  if (!plan.ok()) return Fail(plan.message());
   auto sim = memplan::SimulateCachingAllocator(plan->events, options->allocator);
-  if (!sim.ok()) return memplan::Fail(sim.message());
+  if (!sim.ok()) return Fail(sim.message());
   std::unordered_map<int64_t, int64_t> bytes_of;
   for (size_t e = 0; e < plan->events.size(); ++e) {
     const memplan::MemEvent& ev = plan->events[e];

@@ -7,7 +7,6 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "cli/escape.h"
 #include "cli/format.h"
 #include "cli/options.h"
 #include "cli/report.h"
@@ -24,10 +23,7 @@ struct AdviseArgs {
   std::string budget;
   std::string device;
   std::string precision = "any";
-  std::string optimizer = "adamw";
-  std::string attention = "fused";
-  std::string loss = "cross_entropy";
-  std::string allocator = "default";
+  PlanFlags plan;  ///< The plan flags advise shares (optimizer, attention, loss, allocator).
   std::string checkpoint = "auto";
   int64_t global_batch = 0;
   std::string margin = "5";
@@ -41,20 +37,6 @@ std::string Fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
-}
-
-Result<double> ParsePercent(const std::string& text) {
-  std::string t = text;
-  if (!t.empty() && t.back() == '%') t.pop_back();
-  try {
-    size_t used = 0;
-    double v = std::stod(t, &used);
-    if (used != t.size() || !(v >= 0 && v < 100)) throw std::invalid_argument(t);
-    return v / 100.0;
-  } catch (const std::exception&) {
-    return Status::Error("--margin '" + text +
-                         "': expected a percentage in [0, 100), e.g. 5 or 5%");
-  }
 }
 
 Result<std::vector<Precision>> ParsePrecisionList(const std::string& text) {
@@ -103,9 +85,7 @@ std::string Snippet(const Candidate& c, const AdviseRequest& r, const BlockChain
             "False})\n";
     }
     os << "CHECKPOINT = [\n";
-    // Module names come from the model: each one a Python string literal,
-    // never raw text in the code.
-    for (const std::string& m : c.checkpoint) os << "    " << PythonString(m) << ",\n";
+    for (const std::string& m : c.checkpoint) os << "    \"" << m << "\",\n";
     os << "]\n\n"
        << "def _recompute_in_backward(module):\n"
        << "    forward = module.forward\n"
@@ -340,8 +320,7 @@ std::string Table(const Context& ctx, const Advice& a, const AdviseRequest& r, s
 
 std::string Markdown(const Context& ctx, const Advice& a, const AdviseRequest& r, size_t n_alt) {
   std::ostringstream os;
-  os << "## memplan advise: " << MarkdownText(ctx.model) << "\n\n"
-     << MarkdownText(Header(ctx, a, r), 1000) << "\n\n";
+  os << "## memplan advise: `" << ctx.model << "`\n\n" << Header(ctx, a, r) << "\n\n";
   if (a.ranked.empty()) {
     os << "**Nothing fits**: even batch 1 needs more than " << FormatBytes(a.usable_bytes) << ".\n";
   } else {
@@ -368,7 +347,7 @@ std::string Markdown(const Context& ctx, const Advice& a, const AdviseRequest& r
     }
     os << "### PyTorch\n\n```python\n" << Snippet(c, r, a.blocks) << "```\n";
   }
-  for (const std::string& n : a.notes) os << "\n> note: " << MarkdownText(n, 1000) << "\n";
+  for (const std::string& n : a.notes) os << "\n> note: " << n << "\n";
   return os.str();
 }
 
@@ -441,27 +420,17 @@ int RunAdvise(const AdviseArgs& args) {
   } else {
     r.context_bytes = kDefaultContextBytes;
   }
-  auto margin = ParsePercent(args.margin);
+  auto margin = ParsePercent("--margin", args.margin);
   if (!margin.ok()) return Fail(margin.message());
   r.margin = margin.value();
   auto precisions = ParsePrecisionList(args.precision);
   if (!precisions.ok()) return Fail(precisions.message());
   r.precisions = precisions.value();
-  PlanFlags pf;
-  pf.optimizer = args.optimizer;
-  pf.attention = args.attention;
-  pf.loss = args.loss;
-  pf.allocator = args.allocator;
-  auto options = ToPlanOptions(pf);
+  auto options = ToPlanOptions(args.plan);
   if (!options.ok()) return Fail(options.message());
   r.base = options.value();
   r.checkpoint = args.checkpoint == "auto";
-  // Bounded so that micro-batch x steps cannot overflow.
-  constexpr int64_t kMaxGlobalBatch = int64_t{1} << 40;
-  if (args.global_batch < 0 || args.global_batch > kMaxGlobalBatch) {
-    return Fail("--global-batch " + std::to_string(args.global_batch) + ": must be from 1 to " +
-                std::to_string(kMaxGlobalBatch));
-  }
+  if (args.global_batch < 0) return Fail("--global-batch must be positive");
   r.global_batch = args.global_batch;
   if (args.max_batch < 1) return Fail("--max-batch must be positive");
   r.max_batch = std::min<int64_t>(args.max_batch, 65536);
@@ -503,14 +472,7 @@ void AddAdviseCommand(CLI::App* app, CliState* state) {
   cmd->add_option("--precision", a->precision,
                   "any (amp_bf16, amp_fp16, fp32) or a comma list of fp32, amp_bf16, amp_fp16, "
                   "bf16, fp16");
-  cmd->add_option("--optimizer", a->optimizer, "sgd, momentum, adam, adamw")
-      ->check(CLI::IsMember({"sgd", "momentum", "adam", "adamw"}));
-  cmd->add_option("--attention", a->attention, "fused (SDPA kernels) or eager")
-      ->check(CLI::IsMember({"fused", "eager"}));
-  cmd->add_option("--loss", a->loss, "cross_entropy, mse or none")
-      ->check(CLI::IsMember({"cross_entropy", "mse", "none"}));
-  cmd->add_option("--allocator", a->allocator, "default or expandable")
-      ->check(CLI::IsMember({"default", "expandable"}));
+  AddSharedPlanFlags(cmd, &a->plan);
   cmd->add_option("--checkpoint", a->checkpoint,
                   "auto: also try activation checkpointing of the repeated blocks; none")
       ->check(CLI::IsMember({"none", "auto"}));

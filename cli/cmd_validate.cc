@@ -18,7 +18,7 @@ struct ValidateArgs {
   std::string format;
   int device = 0;
   std::string margin = "512MiB";
-  double tolerance = 0.05;
+  std::string tolerance = "5";  ///< Percent, like every share (see ParsePercent).
   int max_kernels = 24;
 };
 
@@ -118,16 +118,17 @@ void PrintTable(const std::string& model, int device, const ValidationReport& r)
 }
 
 int RunValidate(const ValidateArgs& a) {
-  if (!GpuSupportBuilt()) {
-    std::cerr << "memplan: error: " << kNoCudaBuildMessage << "\n";
-    return kExitGpu;
-  }
   auto margin = ParseSize(a.margin);
   if (!margin.ok()) {
     return Fail("--margin: " + margin.message());
   }
-  if (!(a.tolerance >= 0)) {
-    return Fail("--tolerance must be >= 0");
+  auto tolerance = ParsePercent("--tolerance", a.tolerance);
+  if (!tolerance.ok()) {
+    return Fail(tolerance.message());
+  }
+  if (!GpuSupportBuilt()) {
+    std::cerr << "memplan: error: " << kNoCudaBuildMessage << "\n";
+    return kExitGpu;
   }
   auto plan = PlanFromFlags(a.model, a.plan, true);
   if (!plan.ok()) {
@@ -141,7 +142,7 @@ int RunValidate(const ValidateArgs& a) {
   req.compute_dtype = ComputeDType(plan->options.precision);
   req.device = a.device;
   req.safety_margin_bytes = margin.value();
-  req.tolerance = a.tolerance;
+  req.tolerance = tolerance.value();
   req.max_kernels = a.max_kernels;
   req.predicted_allocated = plan->peak.allocated_bytes;
   req.predicted_reserved = plan->peak.reserved_bytes;
@@ -172,7 +173,8 @@ void AddValidateCommand(CLI::App* app, CliState* state) {
   AddFormatFlag(cmd, &args->format, {"table", "json"});
   cmd->add_option("--device", args->device, "CUDA device index")->check(CLI::NonNegativeNumber);
   cmd->add_option("--margin", args->margin, "Device memory kept free at every cudaMalloc");
-  cmd->add_option("--tolerance", args->tolerance, "Relative tolerance against the prediction");
+  cmd->add_option("--tolerance", args->tolerance,
+                  "Largest difference from the prediction, in percent (default 5)");
   cmd->add_option("--max-kernels", args->max_kernels, "Distinct kernel shapes run at most")
       ->check(CLI::NonNegativeNumber);
   cmd->callback([args, state] { state->exit_code = RunValidate(*args); });

@@ -1,12 +1,10 @@
 #include "cli/format.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
-#include <stdexcept>
-
-#include "planner/text.h"
 
 namespace memplan {
 
@@ -36,6 +34,19 @@ std::string FormatCount(int64_t n) {
   return n < 0 ? "-" + out : out;
 }
 
+Result<double> ParsePercent(const std::string& flag, const std::string& text) {
+  std::string t = text;
+  if (!t.empty() && t.back() == '%') t.pop_back();
+  try {
+    size_t used = 0;
+    const double v = std::stod(t, &used);
+    if (used != t.size() || !(v >= 0 && v < 100)) throw std::invalid_argument(t);
+    return v / 100.0;
+  } catch (const std::exception&) {
+    return Status::Error(flag + " '" + text + "': expected a percentage in [0, 100), e.g. 5 or 5%");
+  }
+}
+
 Result<int64_t> ParseSize(const std::string& text) {
   size_t i = 0;
   while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) {
@@ -44,15 +55,9 @@ Result<int64_t> ParseSize(const std::string& text) {
   if (i == 0) return Status::Error("'" + text + "' is not a size (try 24GiB, 80GB, 24000MiB)");
   double value = 0;
   try {
-    size_t used = 0;
-    const std::string number = text.substr(0, i);
-    value = std::stod(number, &used);
-    // "1.2.3GiB": the whole number must be read, with at most one point.
-    if (used != number.size() || number.find('.') != number.rfind('.')) {
-      throw std::invalid_argument(number);
-    }
+    value = std::stod(text.substr(0, i));
   } catch (const std::exception&) {
-    return Status::Error("'" + Clip(text, 200) + "' is not a size (try 24GiB, 80GB, 24000MiB)");
+    return Status::Error("'" + text + "' is not a size (try 24GiB, 80GB, 24000MiB)");
   }
   std::string unit;
   for (size_t j = i; j < text.size(); ++j) {
@@ -151,7 +156,12 @@ nlohmann::json PlanJson(const std::string& model, const Plan& plan) {
   for (const ModulePeak& m : plan.modules) {
     modules.push_back({{"module", m.module},
                        {"forward_allocated_bytes", m.forward_allocated},
-                       {"backward_allocated_bytes", m.backward_allocated}});
+                       {"backward_allocated_bytes", m.backward_allocated},
+                       {"forward_rise_bytes", m.forward_rise},
+                       // What forward leaves allocated, or (negative) releases.
+                       {"forward_kept_bytes", std::max<int64_t>(0, m.forward_kept)},
+                       {"forward_released_bytes", std::max<int64_t>(0, -m.forward_kept)},
+                       {"backward_rise_bytes", m.backward_rise}});
   }
   j["modules"] = modules;
   j["warnings"] = plan.warnings;

@@ -14,6 +14,11 @@ namespace memplan {
 std::string FormatBytes(int64_t bytes);
 /// "24GiB", "24GB", "24000MiB", "1.5 TiB", "1073741824" -> bytes.
 Result<int64_t> ParseSize(const std::string& text);
+/// Percentages, the one convention of every flag and key that takes a share
+/// (advise/check --margin, validate --tolerance): "5" or "5%" is 5 %, returned
+/// as the fraction 0.05. Error "FLAG 'x': expected a percentage in [0, 100),
+/// e.g. 5 or 5%".
+Result<double> ParsePercent(const std::string& flag, const std::string& text);
 /// "1,234,567".
 std::string FormatCount(int64_t n);
 

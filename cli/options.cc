@@ -3,9 +3,9 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "cli/files.h"
 #include "cli/format.h"
 #include "onnx_import/importer.h"
+#include "planner/plan_model.h"
 
 namespace memplan {
 
@@ -15,24 +15,38 @@ void AddModelFlags(CLI::App* cmd, ModelFlags* f) {
   cmd->add_option("--dim", f->dims, "Binds a symbolic dim: NAME=VALUE (repeatable)");
 }
 
+namespace {
+
+/// The values of E as CLI11's allowed set, from its table.
+template <typename E>
+CLI::IsMember Allowed() {
+  return CLI::IsMember(EnumNames<E>());
+}
+
+}  // namespace
+
+void AddSharedPlanFlags(CLI::App* cmd, PlanFlags* f) {
+  cmd->add_option("--optimizer", f->optimizer, "sgd, momentum (SGD + momentum), adam, adamw")
+      ->check(Allowed<Optimizer>());
+  cmd->add_option("--attention", f->attention, "fused (SDPA kernels) or eager")
+      ->check(Allowed<Attention>());
+  cmd->add_option("--loss", f->loss, "cross_entropy, mse or none (on the first output)")
+      ->check(Allowed<Loss>());
+  cmd->add_option("--allocator", f->allocator, "default or expandable (expandable_segments)")
+      ->check(Allowed<AllocatorKind>());
+}
+
 void AddPlanFlags(CLI::App* cmd, PlanFlags* f, bool with_mode) {
   if (with_mode) {
     cmd->add_option("--mode", f->mode, "train (forward, backward, optimizer) or inference")
-        ->check(CLI::IsMember({"train", "inference"}));
+        ->check(Allowed<Mode>());
   }
   cmd->add_option("--precision", f->precision,
                   "fp32, amp_bf16, amp_fp16 (autocast), bf16, fp16 (whole model cast)")
-      ->check(CLI::IsMember({"fp32", "amp_bf16", "amp_fp16", "bf16", "fp16"}));
-  cmd->add_option("--optimizer", f->optimizer, "sgd, momentum (SGD + momentum), adam, adamw")
-      ->check(CLI::IsMember({"sgd", "momentum", "adam", "adamw"}));
-  cmd->add_option("--attention", f->attention, "fused (SDPA kernels) or eager")
-      ->check(CLI::IsMember({"fused", "eager"}));
-  cmd->add_option("--loss", f->loss, "cross_entropy, mse or none (on the first output)")
-      ->check(CLI::IsMember({"cross_entropy", "mse", "none"}));
+      ->check(Allowed<Precision>());
+  AddSharedPlanFlags(cmd, f);
   cmd->add_option("--step", f->step, "steady (optimizer state exists) or first")
-      ->check(CLI::IsMember({"steady", "first"}));
-  cmd->add_option("--allocator", f->allocator, "default or expandable (expandable_segments)")
-      ->check(CLI::IsMember({"default", "expandable"}));
+      ->check(Allowed<StepKind>());
   cmd->add_option("--reserve", f->reserve,
                   "CUDA context and library memory outside PyTorch (default 767MiB)");
   cmd->add_option("--checkpoint", f->checkpoint,
@@ -70,36 +84,29 @@ Result<ShapeBindings> ToBindings(const ModelFlags& f) {
   return b;
 }
 
-Result<Precision> ParsePrecision(const std::string& s) {
-  if (s == "fp32") return Precision::kFp32;
-  if (s == "amp_bf16") return Precision::kAmpBf16;
-  if (s == "amp_fp16") return Precision::kAmpFp16;
-  if (s == "bf16") return Precision::kBf16;
-  if (s == "fp16") return Precision::kFp16;
-  return Status::Error("unknown precision '" + s + "'");
+namespace {
+
+/// Parses one option's value into `out`, the error naming the flag.
+template <typename E>
+Status ParseFlag(const std::string& value, E* out) {
+  auto v = ParseEnum<E>(value);
+  if (!v.ok()) return Status::Error("--" + std::string(EnumTable<E>::kOption) + ": " + v.message());
+  *out = v.value();
+  return Status();
 }
 
-Result<Optimizer> ParseOptimizer(const std::string& s) {
-  if (s == "sgd") return Optimizer::kSgd;
-  if (s == "momentum") return Optimizer::kMomentum;
-  if (s == "adam") return Optimizer::kAdam;
-  if (s == "adamw") return Optimizer::kAdamW;
-  return Status::Error("unknown optimizer '" + s + "'");
-}
+}  // namespace
 
 Result<PlanOptions> ToPlanOptions(const PlanFlags& f) {
   PlanOptions o;
-  o.mode = f.mode == "inference" ? Mode::kInference : Mode::kTrain;
-  auto p = ParsePrecision(f.precision);
-  if (!p.ok()) return p.status();
-  o.precision = p.value();
-  auto opt = ParseOptimizer(f.optimizer);
-  if (!opt.ok()) return opt.status();
-  o.optimizer = opt.value();
-  o.attention = f.attention == "eager" ? Attention::kEager : Attention::kFused;
-  o.loss = f.loss == "mse" ? Loss::kMse : f.loss == "none" ? Loss::kNone : Loss::kCrossEntropy;
-  o.step = f.step == "first" ? StepKind::kFirst : StepKind::kSteady;
-  o.allocator.expandable_segments = f.allocator == "expandable";
+  AllocatorKind allocator = AllocatorKind::kDefault;
+  for (const Status& s : {ParseFlag(f.mode, &o.mode), ParseFlag(f.precision, &o.precision),
+                          ParseFlag(f.optimizer, &o.optimizer),
+                          ParseFlag(f.attention, &o.attention), ParseFlag(f.loss, &o.loss),
+                          ParseFlag(f.step, &o.step), ParseFlag(f.allocator, &allocator)}) {
+    if (!s.ok()) return s;
+  }
+  o.allocator.expandable_segments = allocator == AllocatorKind::kExpandable;
   if (!f.reserve.empty()) {
     auto r = ParseSize(f.reserve);
     if (!r.ok()) return Status::Error("--reserve: " + r.message());
@@ -109,17 +116,7 @@ Result<PlanOptions> ToPlanOptions(const PlanFlags& f) {
   return o;
 }
 
-Result<Graph> LoadGraph(const std::string& path) {
-  NoteInput(path);
-  return ImportOnnxFile(path);
-}
-
-Result<Graph> BindShapes(const Graph& g, const ShapeBindings& b, std::vector<std::string>* warn) {
-  Graph copy = g;
-  Status s = InferShapes(&copy, b, warn);
-  if (!s.ok()) return s;
-  return copy;
-}
+Result<Graph> LoadGraph(const std::string& path) { return ImportOnnxFile(path); }
 
 Result<Plan> PlanFromFlags(const ModelFlags& m, const PlanFlags& p, bool keep_events) {
   auto loaded = LoadGraph(m.model);
@@ -129,13 +126,7 @@ Result<Plan> PlanFromFlags(const ModelFlags& m, const PlanFlags& p, bool keep_ev
   auto options = ToPlanOptions(p);
   if (!options.ok()) return options.status();
   options->keep_events = keep_events;
-  std::vector<std::string> warnings;
-  // Shapes are inferred in the imported graph itself (no copy: a large
-  // model is held once).
-  Status s = InferShapes(&loaded.value(), bindings.value(), &warnings);
-  if (!s.ok()) return s;
-  PrintWarnings(warnings);
-  auto plan = MakePlan(loaded.value(), bindings->batch, options.value());
+  auto plan = PlanModel(loaded.value(), bindings.value(), options.value());
   if (plan.ok()) PrintWarnings(plan->warnings);
   return plan;
 }

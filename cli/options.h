@@ -8,6 +8,7 @@
 
 #include "planner/graph.h"
 #include "planner/plan.h"
+#include "planner/plan_model.h"
 #include "planner/shape_inference.h"
 #include "planner/status.h"
 
@@ -35,8 +36,13 @@ struct PlanFlags {
 
 /// Adds MODEL, --batch and --dim to `cmd`.
 void AddModelFlags(CLI::App* cmd, ModelFlags* f);
-/// Adds --mode, --precision, --optimizer, ... to `cmd`.
+/// Adds --mode, --precision, --optimizer, ... to `cmd`; allowed values come
+/// from the option tables (planner/options.h).
 void AddPlanFlags(CLI::App* cmd, PlanFlags* f, bool with_mode);
+/// Adds the plan flags that `advise` shares with `plan`: --optimizer,
+/// --attention, --loss, --allocator (advise searches precision and
+/// checkpoints itself).
+void AddSharedPlanFlags(CLI::App* cmd, PlanFlags* f);
 /// Adds --format with the given choices (first is the default).
 void AddFormatFlag(CLI::App* cmd, std::string* format, const std::vector<std::string>& choices);
 
@@ -44,16 +50,13 @@ void AddFormatFlag(CLI::App* cmd, std::string* format, const std::vector<std::st
 Result<ShapeBindings> ToBindings(const ModelFlags& f);
 /// Parses the plan flags.
 Result<PlanOptions> ToPlanOptions(const PlanFlags& f);
-Result<Precision> ParsePrecision(const std::string& s);
-Result<Optimizer> ParseOptimizer(const std::string& s);
 
 /// Imports the model file (no shapes yet).
 Result<Graph> LoadGraph(const std::string& path);
-/// A copy of `g` with shapes inferred for `b`; warnings appended.
-Result<Graph> BindShapes(const Graph& g, const ShapeBindings& b, std::vector<std::string>* warn);
 
-/// Imports the model, binds its symbols and plans it with the flags
-/// (warnings go to stderr); `keep_events` keeps the allocator trace.
+/// Imports the model and plans it with the flags through the planner's
+/// entry point (PlanModel; warnings go to stderr); `keep_events` keeps the
+/// allocator trace.
 Result<Plan> PlanFromFlags(const ModelFlags& m, const PlanFlags& p, bool keep_events);
 
 /// Prints warnings to stderr, one line each.

@@ -8,7 +8,6 @@
 #include <set>
 #include <sstream>
 
-#include "cli/files.h"
 #include "cli/format.h"
 
 namespace memplan {
@@ -99,11 +98,22 @@ Status ParseStep(const nlohmann::json& s, const std::string& where, RunStep* out
       if (!it->is_object()) return Status::Error(w + ": expected an object");
       RunModule m;
       for (auto p = it->begin(); p != it->end(); ++p) {
-        int64_t* slot = p.key() == "forward"    ? &m.forward
-                        : p.key() == "backward" ? &m.backward
-                                                : nullptr;
-        if (slot == nullptr) return Status::Error(w + ": " + p.key() + ": unknown phase");
-        st = Bytes(*p, w + ": " + p.key(), slot);
+        const std::string& k = p.key();
+        if (k == "forward_kept") {  // may be negative: a call can free more than it makes
+          if (!p->is_number_integer() ||
+              (p->is_number_unsigned() && p->get<uint64_t>() > INT64_MAX)) {
+            return Status::Error(w + ": forward_kept: expected an integer");
+          }
+          m.forward_kept = p->get<int64_t>();
+          continue;
+        }
+        int64_t* slot = k == "forward"         ? &m.forward
+                        : k == "backward"      ? &m.backward
+                        : k == "forward_rise"  ? &m.forward_rise
+                        : k == "backward_rise" ? &m.backward_rise
+                                               : nullptr;
+        if (slot == nullptr) return Status::Error(w + ": " + k + ": unknown figure");
+        st = Bytes(*p, w + ": " + k, slot);
         if (!st.ok()) return st;
       }
       out->modules[it.key()] = m;
@@ -213,10 +223,18 @@ Result<RunTrace> ReadRunTrace(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) {
     return Status::Error(path + ": cannot read: a directory, not a trace file");
   }
-  // Regular files only: a FIFO would block the read.
-  auto read = ReadRegularFile(path, "the trace file", kMaxTraceBytes);
-  if (!read.ok()) return read.status();
-  const std::string& text = read.value();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::Error(path + ": cannot open the trace file");
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size > kMaxTraceBytes) {
+    return Status::Error(path + ": trace file is larger than " + std::to_string(kMaxTraceBytes) +
+                         " bytes");
+  }
+  in.seekg(0);
+  std::string text(static_cast<size_t>(std::max<std::streamoff>(size, 0)), '\0');
+  in.read(&text[0], static_cast<std::streamsize>(text.size()));
+  if (!in) return Status::Error(path + ": cannot read the trace file");
   if (TooDeep(text)) {
     return Status::Error(path + ": not a memplan trace (nested deeper than " +
                          std::to_string(kMaxDepth) + " levels)");
@@ -284,13 +302,17 @@ Comparison ComparePlanWithRun(const Plan& plan, const RunTrace& run) {
     auto it = measured.find(key);
     if (key.empty() || it == measured.end() || !seen.insert(key).second) continue;
     ++c.modules_matched;
-    if (it->second.forward >= 0 && m.forward_allocated > 0) {
-      c.modules.push_back(
-          {"module", key, "forward", "allocated", m.forward_allocated, it->second.forward});
+    // Relative to each call's start, so a difference before a module does not
+    // show up in every module after it.
+    const RunModule& r = it->second;
+    if (r.forward_rise >= 0) {
+      c.modules.push_back({"module", key, "forward", "rise", m.forward_rise, r.forward_rise});
     }
-    if (it->second.backward >= 0 && m.backward_allocated > 0) {
-      c.modules.push_back(
-          {"module", key, "backward", "allocated", m.backward_allocated, it->second.backward});
+    if (r.forward_kept != INT64_MIN) {
+      c.modules.push_back({"module", key, "forward", "kept", m.forward_kept, r.forward_kept});
+    }
+    if (r.backward_rise >= 0) {
+      c.modules.push_back({"module", key, "backward", "rise", m.backward_rise, r.backward_rise});
     }
   }
   std::stable_sort(c.modules.begin(), c.modules.end(),
@@ -313,12 +335,12 @@ std::string ComparisonTable(const Comparison& c, const RunTrace& run, size_t max
   os << ")\n\n";
   char line[320];
   auto row = [&](const std::string& a, const std::string& b, const CompareRow& r) {
-    std::snprintf(line, sizeof line, "  %-34s %-10s %12s %12s %13s %8s\n", a.c_str(), b.c_str(),
+    std::snprintf(line, sizeof line, "  %-34s %-14s %12s %12s %13s %8s\n", a.c_str(), b.c_str(),
                   FormatBytes(r.predicted).c_str(), FormatBytes(r.measured).c_str(),
                   Signed(r.diff()).c_str(), Pct(r.pct()).c_str());
     os << line;
   };
-  std::snprintf(line, sizeof line, "  %-34s %-10s %12s %12s %13s %8s\n", "", "", "plan", "run",
+  std::snprintf(line, sizeof line, "  %-34s %-14s %12s %12s %13s %8s\n", "", "", "plan", "run",
                 "run - plan", "of run");
   os << line;
   for (const CompareRow& r : c.steps) row(r.name, r.metric, r);
@@ -326,7 +348,8 @@ std::string ComparisonTable(const Comparison& c, const RunTrace& run, size_t max
   os << "\n  modules: " << c.modules_matched << " of " << c.modules_planned << " planned found in "
      << "the run (" << c.modules_measured << " measured)";
   if (c.stripped_components) os << ", matched without the plan's first name component";
-  os << "; largest differences first, allocated\n";
+  os << "; largest differences first. rise: the most a call's allocated memory rises above "
+        "its start; kept: what forward calls leave allocated (saved for backward)\n";
   if (c.modules.empty() && c.modules_measured == 0) {
     os << "  (the run has no module figures: give the Monitor the model)\n";
   } else if (c.modules.empty()) {
@@ -334,7 +357,9 @@ std::string ComparisonTable(const Comparison& c, const RunTrace& run, size_t max
           "Monitor's prefix=)\n";
   }
   const size_t n = max_modules == 0 ? c.modules.size() : std::min(max_modules, c.modules.size());
-  for (size_t i = 0; i < n; ++i) row(c.modules[i].name, c.modules[i].phase, c.modules[i]);
+  for (size_t i = 0; i < n; ++i) {
+    row(c.modules[i].name, c.modules[i].phase + " " + c.modules[i].metric, c.modules[i]);
+  }
   if (n < c.modules.size()) {
     os << "  ... " << c.modules.size() - n << " more rows (--compare-rows 0 shows all)\n";
   }

@@ -25,10 +25,13 @@ struct RunSample {
   int64_t reserved = 0;        ///< memory_reserved() here.
 };
 
-/// A module's peaks in one step; -1: not measured.
+/// A module's figures in one step; -1 (kept: INT64_MIN): not measured.
 struct RunModule {
-  int64_t forward = -1;
+  int64_t forward = -1;  ///< Peak allocated during its forward calls.
   int64_t backward = -1;
+  int64_t forward_rise = -1;         ///< Most a call rose above its start.
+  int64_t forward_kept = INT64_MIN;  ///< Allocated at calls' ends minus at their starts.
+  int64_t backward_rise = -1;
 };
 
 /// One optimizer step of the run.
@@ -63,7 +66,7 @@ struct CompareRow {
   std::string what;    ///< "step", "phase" or "module".
   std::string name;    ///< "steady", "forward", "transformer.h.3".
   std::string phase;   ///< "forward", "backward", "" for a whole step.
-  std::string metric;  ///< "allocated" or "reserved".
+  std::string metric;  ///< "allocated", "reserved"; modules: "rise", "kept".
   int64_t predicted = 0;
   int64_t measured = 0;
   int64_t diff() const { return measured - predicted; }

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "planner/op_registry.h"
+#include "planner/plan_model.h"
 
 namespace memplan {
 
@@ -55,46 +56,15 @@ Result<BatchSearch> LargestBatch(const FitFn& fits, int64_t cap, int64_t start) 
     }
     if (lo == 0) return out;  // Batch 1 does not fit.
   }
-  // The peak need not grow with the batch (allocator rounding, segment
-  // sizes): after each bisection the batches just past the first failure
-  // are tried too, and the search goes on upward from any that fits.
-  constexpr int64_t kNeighbours = 2;
-  for (;;) {
-    while (hi - lo > 1) {
-      const int64_t mid = lo + (hi - lo) / 2;
-      auto f = probe(mid);
-      if (!f.ok()) return f.status();
-      if (f.value()) {
-        lo = mid;
-      } else {
-        hi = mid;
-      }
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    auto f = probe(mid);
+    if (!f.ok()) return f.status();
+    if (f.value()) {
+      lo = mid;
+    } else {
+      hi = mid;
     }
-    int64_t next = 0;
-    for (int64_t b = hi + 1; b <= std::min(cap, hi + kNeighbours); ++b) {
-      auto f = probe(b);
-      if (!f.ok()) return f.status();
-      if (f.value()) {
-        next = b;
-        break;
-      }
-    }
-    if (next == 0) break;
-    lo = next;
-    hi = cap + 1;
-    step = 1;
-    while (lo < cap) {  // Gallop again from the new batch that fits.
-      const int64_t b = std::min(cap, lo + step);
-      auto f = probe(b);
-      if (!f.ok()) return f.status();
-      if (!f.value()) {
-        hi = b;
-        break;
-      }
-      lo = b;
-      step *= 2;
-    }
-    if (lo == cap) break;
   }
   out.batch = lo;
   return out;
@@ -179,29 +149,28 @@ struct Probe {
 
 class Searcher {
  public:
-  Searcher(const Graph& g, const AdviseRequest& r) : g_(g), r_(r) {}
+  Searcher(const Graph& g, const AdviseRequest& r) : planner_(g), r_(r) {}
 
   int plans() const { return plans_; }
 
-  Result<const Graph*> Bound(int64_t batch) {
-    auto it = bound_.find(batch);
-    if (it != bound_.end()) return it->second.get();
-    auto copy = std::make_unique<Graph>(g_);
+  ShapeBindings BindingsAt(int64_t batch) const {
     ShapeBindings b = r_.bindings;
     b.batch = batch;
-    std::vector<std::string> warnings;
-    Status s = InferShapes(copy.get(), b, &warnings);
-    if (!s.ok()) return Status::Error("batch " + std::to_string(batch) + ": " + s.message());
-    const Graph* out = copy.get();
-    bound_[batch] = std::move(copy);
-    return out;
+    return b;
+  }
+
+  Result<const Graph*> Bound(int64_t batch) {
+    auto bound = planner_.Bind(BindingsAt(batch));
+    if (!bound.ok())
+      return Status::Error("batch " + std::to_string(batch) + ": " + bound.message());
+    return &bound.value()->graph;
   }
 
   Result<const Probe*> At(int64_t batch, Precision p, const std::vector<std::string>& ckpt) {
     const std::string key = Key(p, ckpt, batch);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second.get();
-    auto g = Bound(batch);
+    auto g = Bound(batch);  // A shape error names the batch.
     if (!g.ok()) return g.status();
     PlanOptions o = r_.base;
     o.mode = Mode::kTrain;
@@ -209,7 +178,7 @@ class Searcher {
     o.checkpoint_segments = ckpt;
     o.context_bytes = r_.context_bytes;
     o.keep_events = false;
-    auto plan = MakePlan(*g.value(), batch, o);
+    auto plan = planner_.PlanStep(BindingsAt(batch), o);
     ++plans_;
     if (!plan.ok()) return Status::Error("batch " + std::to_string(batch) + ": " + plan.message());
     auto probe = std::make_unique<Probe>();
@@ -235,9 +204,8 @@ class Searcher {
   }
 
  private:
-  const Graph& g_;
+  ModelPlanner planner_;
   const AdviseRequest& r_;
-  std::map<int64_t, std::unique_ptr<Graph>> bound_;
   std::map<std::string, std::unique_ptr<Probe>> cache_;
   int plans_ = 0;
 };
@@ -363,23 +331,13 @@ Result<Advice> Advise(const Graph& g, const AdviseRequest& r) {
       // micro-batch that needs no more steps than the largest one.
       int64_t run = c.batch;
       if (c.batch > 0 && r.global_batch > 0) {
-        // Ceiling divisions that cannot overflow (global batch up to 2^63-1).
-        const int64_t gb = r.global_batch;
-        c.grad_accumulation_steps = gb / c.batch + (gb % c.batch != 0 ? 1 : 0);
-        const int64_t steps = c.grad_accumulation_steps;
-        run = gb / steps + (gb % steps != 0 ? 1 : 0);
+        c.grad_accumulation_steps = (r.global_batch + c.batch - 1) / c.batch;
+        run = (r.global_batch + c.grad_accumulation_steps - 1) / c.grad_accumulation_steps;
       }
+      c.micro_batch = run;
       if (c.batch == 0) run = 1;
       auto probe = s.At(run, p, c.checkpoint);
       if (!probe.ok()) return probe.status();
-      if (c.batch > 0 && run != c.batch && probe.value()->device > usable) {
-        // The peak is not monotone in the batch: the smaller micro-batch
-        // does not fit where the largest does; run the largest.
-        run = c.batch;
-        probe = s.At(run, p, c.checkpoint);
-        if (!probe.ok()) return probe.status();
-      }
-      c.micro_batch = c.batch == 0 ? 0 : run;
       c.plan = probe.value()->plan;
       c.device_bytes = probe.value()->device;
       c.headroom_bytes = r.budget_bytes - c.device_bytes;

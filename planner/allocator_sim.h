@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "planner/options.h"
 #include "planner/status.h"
 
 namespace memplan {
@@ -15,13 +16,6 @@ struct MemEvent {
   int64_t bytes = 0;  ///< Requested size (alloc only; ignored for free).
   bool is_alloc = true;
   bool empty_cache = false;  ///< torch.cuda.empty_cache(): id and bytes unused.
-};
-
-/// Knobs of PyTorch's CUDA caching allocator that change the numbers.
-struct AllocatorConfig {
-  bool expandable_segments = false;  ///< PYTORCH_CUDA_ALLOC_CONF expandable_segments:True
-  int64_t max_split_size = std::numeric_limits<int64_t>::max();  ///< max_split_size_mb
-  int64_t device_limit = 0;  ///< cudaMalloc fails past this many reserved bytes; 0 = none.
 };
 
 /// Where one allocation landed.

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/plan.h"
+#include "planner/options.h"
 
 namespace memplan {
 

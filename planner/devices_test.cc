@@ -4,6 +4,8 @@
 
 #include <set>
 
+#include "planner/plan.h"
+
 namespace memplan {
 namespace {
 

@@ -10,50 +10,6 @@
 
 namespace memplan {
 
-const char* PrecisionName(Precision p) {
-  switch (p) {
-    case Precision::kFp32:
-      return "fp32";
-    case Precision::kAmpBf16:
-      return "amp_bf16";
-    case Precision::kAmpFp16:
-      return "amp_fp16";
-    case Precision::kBf16:
-      return "bf16";
-    case Precision::kFp16:
-      return "fp16";
-  }
-  return "?";
-}
-
-const char* OptimizerName(Optimizer o) {
-  switch (o) {
-    case Optimizer::kSgd:
-      return "sgd";
-    case Optimizer::kMomentum:
-      return "momentum";
-    case Optimizer::kAdam:
-      return "adam";
-    case Optimizer::kAdamW:
-      return "adamw";
-  }
-  return "?";
-}
-
-const char* AttentionName(Attention a) { return a == Attention::kFused ? "fused" : "eager"; }
-
-const char* LossName(Loss l) {
-  switch (l) {
-    case Loss::kCrossEntropy:
-      return "cross_entropy";
-    case Loss::kMse:
-      return "mse";
-    case Loss::kNone:
-      return "none";
-  }
-  return "?";
-}
-
 const char* PhaseName(Phase p) {
   switch (p) {
     case Phase::kForward:
@@ -83,8 +39,6 @@ const char* CategoryName(Category c) {
   }
   return "?";
 }
-
-const char* ModeName(Mode m) { return m == Mode::kTrain ? "train" : "inference"; }
 
 int64_t Breakdown::Total() const {
   int64_t t = 0;
@@ -827,7 +781,9 @@ Peak PeakOf(const Simulator& sim, const SimResult& r, size_t e0, size_t e1) {
 
 // The allocated peak of each module over events [e0, e1): an event counts for
 // the modules of the op it is attributed to (synthetic ops run inside the op
-// after them, as in MarkModuleArguments), in forward or in backward.
+// after them, as in MarkModuleArguments), in forward or in backward. A call is
+// a run of consecutive events of the module in one phase; its start level is
+// the level before its first event, its end the level after its last.
 std::vector<ModulePeak> ModulePeaksOf(const Graph& g, const Schedule& s, const Simulator& sim,
                                       const SimResult& r, size_t e0, size_t e1) {
   const int n = static_cast<int>(s.ops.size());
@@ -840,24 +796,65 @@ std::vector<ModulePeak> ModulePeaksOf(const Graph& g, const Schedule& s, const S
   }
   std::vector<ModulePeak> out;
   std::unordered_map<std::string, size_t> index;
+  struct Run {
+    size_t module;
+    bool forward;
+    int64_t entry;
+    int64_t peak;
+  };
+  std::vector<Run> open;
+  auto close = [&](const Run& run, int64_t exit) {
+    ModulePeak& m = out[run.module];
+    if (run.forward) {
+      m.forward_rise = std::max(m.forward_rise, run.peak - run.entry);
+      m.forward_kept += exit - run.entry;
+    } else {
+      m.backward_rise = std::max(m.backward_rise, run.peak - run.entry);
+    }
+  };
+  static const std::vector<std::string> kNone;
   for (size_t e = e0; e < e1 && e < r.allocated_after.size(); ++e) {
     const int op = sim.event_op[e];
-    if (op < 0 || op >= n || node_of[op] < 0) continue;
     const Phase ph = sim.steps_phase[sim.event_step[e]];
-    if (ph == Phase::kOptimizer) continue;
-    int64_t level = r.allocated_after[e];
-    if (e > 0) level = std::max(level, r.allocated_after[e - 1]);
-    for (const std::string& m : g.nodes[node_of[op]].modules) {
+    const bool has = op >= 0 && op < n && node_of[op] >= 0 && ph != Phase::kOptimizer;
+    const std::vector<std::string>& mods = has ? g.nodes[node_of[op]].modules : kNone;
+    const bool fwd = ph == Phase::kForward;
+    const int64_t before = e > 0 ? r.allocated_after[e - 1] : 0;
+    std::vector<size_t> here;
+    for (const std::string& m : mods) {
       auto it = index.find(m);
       if (it == index.end()) {
         it = index.emplace(m, out.size()).first;
-        out.push_back(ModulePeak{m, 0, 0});
+        out.push_back(ModulePeak{m, 0, 0, 0, 0, 0});
       }
-      int64_t& slot = ph == Phase::kForward ? out[it->second].forward_allocated
-                                            : out[it->second].backward_allocated;
+      here.push_back(it->second);
+    }
+    // Runs of modules this event is not in (or of the other phase) end here.
+    std::vector<Run> still;
+    for (const Run& run : open) {
+      const bool in =
+          run.forward == fwd && std::find(here.begin(), here.end(), run.module) != here.end();
+      if (in) {
+        still.push_back(run);
+      } else {
+        close(run, before);
+      }
+    }
+    open.swap(still);
+    const int64_t level = std::max(r.allocated_after[e], before);
+    for (size_t m : here) {
+      auto it = std::find_if(open.begin(), open.end(), [&](const Run& x) { return x.module == m; });
+      if (it == open.end()) {
+        open.push_back(Run{m, fwd, before, before});
+        it = open.end() - 1;
+      }
+      it->peak = std::max(it->peak, level);
+      int64_t& slot = fwd ? out[m].forward_allocated : out[m].backward_allocated;
       slot = std::max(slot, level);
     }
   }
+  const int64_t last = e1 > 0 && e1 - 1 < r.allocated_after.size() ? r.allocated_after[e1 - 1] : 0;
+  for (const Run& run : open) close(run, last);
   return out;
 }
 
@@ -1074,6 +1071,9 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options)
         ModulePeak& have_m = modules[it->second];
         have_m.forward_allocated = std::max(have_m.forward_allocated, m.forward_allocated);
         have_m.backward_allocated = std::max(have_m.backward_allocated, m.backward_allocated);
+        have_m.forward_rise = std::max(have_m.forward_rise, m.forward_rise);
+        have_m.forward_kept = std::max(have_m.forward_kept, m.forward_kept);
+        have_m.backward_rise = std::max(have_m.backward_rise, m.backward_rise);
       }
       if (!have || plan->peak.device_bytes > keep->peak.device_bytes) keep = std::move(plan);
       have = true;

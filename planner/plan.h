@@ -7,17 +7,11 @@
 
 #include "planner/allocator_sim.h"
 #include "planner/graph.h"
+#include "planner/options.h"
 #include "planner/status.h"
 
 namespace memplan {
 
-enum class Mode { kInference, kTrain };
-/// fp32; autocast (fp32 params) bf16/fp16; or the whole model cast.
-enum class Precision { kFp32, kAmpBf16, kAmpFp16, kBf16, kFp16 };
-enum class Optimizer { kSgd, kMomentum, kAdam, kAdamW };
-enum class Attention { kFused, kEager };
-enum class Loss { kCrossEntropy, kMse, kNone };
-enum class StepKind { kSteady, kFirst };
 enum class Phase { kForward, kBackward, kOptimizer };
 
 /// What the memory is for.
@@ -31,41 +25,8 @@ enum class Category {
 };
 constexpr int kNumCategories = 6;
 
-const char* PrecisionName(Precision p);
-const char* OptimizerName(Optimizer o);
-const char* AttentionName(Attention a);
-const char* LossName(Loss l);
 const char* PhaseName(Phase p);
 const char* CategoryName(Category c);
-const char* ModeName(Mode m);
-
-/// How the step is run.
-/// Which copies cuDNN's fp32 convolution engines make: its heuristics pick,
-/// per shape, engines that copy input, weight and output, or input and weight
-/// only (then unstrided 1x1 weight gradients copy all three). kBoth plans
-/// both and keeps the one that needs more device memory.
-enum class Fp32ConvCopies { kBoth, kAll, kInputOnly };
-
-/// Whether activations and residual adds run in place (nn.ReLU(inplace=True),
-/// `out += identity`): the export does not say. kBoth plans both and keeps the
-/// one that needs more device memory.
-enum class InPlace { kBoth, kOff, kOn };
-
-struct PlanOptions {
-  Mode mode = Mode::kInference;
-  Precision precision = Precision::kFp32;
-  Optimizer optimizer = Optimizer::kAdamW;
-  Attention attention = Attention::kFused;
-  Loss loss = Loss::kCrossEntropy;
-  StepKind step = StepKind::kSteady;
-  AllocatorConfig allocator;
-  int64_t context_bytes = -1;  ///< CUDA context etc.; -1 = the default.
-  /// Modules (Node::scope paths) recomputed in backward; see checkpoint.h.
-  std::vector<std::string> checkpoint_segments;
-  bool keep_events = false;  ///< Keep the allocator trace (for validation).
-  Fp32ConvCopies fp32_conv = Fp32ConvCopies::kBoth;
-  InPlace inplace = InPlace::kBoth;
-};
 
 /// Bytes per category.
 struct Breakdown {
@@ -109,6 +70,13 @@ struct ModulePeak {
   /// The same over its ops' backward, and their recomputation when the module
   /// is inside a checkpointed segment.
   int64_t backward_allocated = 0;
+  /// Relative to where each call starts (a run of the module's ops without
+  /// other ops between), so what comes before does not shift them: the most a
+  /// forward call rises above its start, what forward calls keep (allocated at
+  /// their end minus at their start, summed), the most a backward run rises.
+  int64_t forward_rise = 0;
+  int64_t forward_kept = 0;
+  int64_t backward_rise = 0;
 };
 
 /// A representative kernel for GPU validation.

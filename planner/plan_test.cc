@@ -713,6 +713,17 @@ TEST(Plan, ModuleAndPhasePeaks) {
     EXPECT_GT(m.forward_allocated, 0) << m.module;
     EXPECT_GT(m.backward_allocated, 0) << m.module;
   }
+  // Relative figures: fc1's forward rises by h (128 KiB) above its start and
+  // keeps it; act (ReLU, planned both in place and not) keeps at most its
+  // output; a run never rises below its start.
+  EXPECT_EQ(p.modules[0].forward_rise, 131072);
+  EXPECT_EQ(p.modules[0].forward_kept, 131072);
+  EXPECT_LE(p.modules[1].forward_kept, 131072);
+  for (const ModulePeak& m : p.modules) {
+    EXPECT_GE(m.forward_rise, 0) << m.module;
+    EXPECT_GE(m.backward_rise, 0) << m.module;
+    EXPECT_LE(m.forward_rise, m.forward_allocated) << m.module;
+  }
   // A graph without module information has no module peaks.
   EXPECT_TRUE(PlanOf(Mlp(), 8, Train(Optimizer::kMomentum)).modules.empty());
 }

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "planner/graph.h"
-#include "planner/plan.h"
+#include "planner/options.h"
 #include "planner/status.h"
 
 namespace memplan {

@@ -27,13 +27,13 @@ for m in d["modules"]:
 PY
 
 # A run equal to the plan but for two modules: they come first, with their differences.
-python3 "$TRACES/synth_trace.py" "$T/r18.json" "$T/run.json" layer3.1:backward:50331648 \
-  layer2.0:forward:-25165824
+python3 "$TRACES/synth_trace.py" "$T/r18.json" "$T/run.json" layer3.1:backward_rise:50331648 \
+  layer2.0:forward_kept:-25165824
 expect 0 "compare table" "$BIN" plan "$R18" --batch 8 --compare "$T/run.json" --compare-rows 3
 grep -A3 "modules: 67 of 67 planned" "$T/out" > "$T/rows"
-sed -n 2p "$T/rows" | grep -q "layer3.1 .*backward .*+48.0 MiB" && pass "largest difference first" ||
+sed -n 2p "$T/rows" | grep -q "layer3.1 .*backward rise .*+48.0 MiB" && pass "largest difference first" ||
   fail "largest difference first: $(sed -n 2p "$T/rows")"
-sed -n 3p "$T/rows" | grep -q "layer2.0 .*forward .*-24.0 MiB" && pass "second largest" ||
+sed -n 3p "$T/rows" | grep -q "layer2.0 .*forward kept .*-24.0 MiB" && pass "second largest" ||
   fail "second largest: $(sed -n 3p "$T/rows")"
 grep -q "steady step  *allocated .* +0 B" "$T/out" && pass "steps equal" || fail "steps equal"
 grep -q "more rows (--compare-rows 0 shows all)" "$T/out" && pass "rows limited" || fail "rows limited"
@@ -42,8 +42,9 @@ python3 - "$T/out" <<'PY' && pass "compare json" || fail "compare json"
 import json, sys
 c = json.load(open(sys.argv[1]))["compare"]
 m = c["modules"]
-assert (m[0]["name"], m[0]["phase"], m[0]["diff_bytes"]) == ("layer3.1", "backward", 50331648), m[0]
-assert (m[1]["name"], m[1]["phase"], m[1]["diff_bytes"]) == ("layer2.0", "forward", -25165824), m[1]
+assert (m[0]["name"], m[0]["phase"], m[0]["metric"], m[0]["diff_bytes"]) == ("layer3.1", "backward", "rise", 50331648), m[0]
+assert (m[1]["name"], m[1]["phase"], m[1]["metric"], m[1]["diff_bytes"]) == ("layer2.0", "forward", "kept", -25165824), m[1]
+assert len(m) == 3 * 67, len(m)
 assert all(r["diff_bytes"] == 0 for r in m[2:]), m[2]
 assert c["modules_matched"] == c["modules_planned"] == 67 and c["run_step"] == 2, c
 assert len(c["phases"]) == 6 and all(r["diff_bytes"] == 0 for r in c["phases"])
@@ -60,13 +61,13 @@ grep -q 'measured' "$T/p.svg" && fail "no overlay without --compare" || pass "no
 G2="$MODELS/gpt2_train.onnx"
 expect 0 "gpt2 plan json" "$BIN" plan "$G2" --batch 1 --precision amp_bf16 --format json
 cp "$T/out" "$T/g2.json"
-python3 "$TRACES/synth_trace.py" "$T/g2.json" "$T/g2run.json" --drop-prefix transformer.h.7:backward:-104857600
+python3 "$TRACES/synth_trace.py" "$T/g2.json" "$T/g2run.json" --drop-prefix transformer.h.7:backward_rise:104857600
 expect 0 "gpt2 compare" "$BIN" plan "$G2" --batch 1 --precision amp_bf16 --compare "$T/g2run.json" --format json
 python3 - "$T/out" <<'PY' && pass "prefix stripped" || fail "prefix stripped"
 import json, sys
 c = json.load(open(sys.argv[1]))["compare"]
 assert c["stripped_components"] == 1 and c["modules_matched"] == c["modules_planned"] - 1, c
-assert (c["modules"][0]["name"], c["modules"][0]["diff_bytes"]) == ("transformer.h.7", -104857600)
+assert (c["modules"][0]["name"], c["modules"][0]["diff_bytes"]) == ("transformer.h.7", 104857600)
 PY
 
 # A trace as the monitor writes it (a fake run: no module of this model).
@@ -95,6 +96,7 @@ bad "huge" '{"schema": "memplan-trace", "version": 1, "steps": [{"peak_allocated
 bad "missing peak" '{"schema": "memplan-trace", "version": 1, "steps": [{"peak_reserved": 0}]}' "peak_allocated: missing"
 bad "phase" '{"schema": "memplan-trace", "version": 1, "steps": [{"peak_allocated": 1, "peak_reserved": 1, "phases": {"sideways": {}}}]}' "phases: sideways: unknown phase"
 bad "module" '{"schema": "memplan-trace", "version": 1, "steps": [{"peak_allocated": 1, "peak_reserved": 1, "modules": {"fc": {"forward": "x"}}}]}' "modules: fc: forward: expected a byte count"
+bad "module figure" '{"schema": "memplan-trace", "version": 1, "steps": [{"peak_allocated": 1, "peak_reserved": 1, "modules": {"fc": {"sideways": 1}}}]}' "modules: fc: sideways: unknown figure"
 bad "sample" '{"schema": "memplan-trace", "version": 1, "steps": [{"peak_allocated": 1, "peak_reserved": 1, "samples": [[0, "forward", 1]]}]}' "samples\[0\]: expected \[seconds"
 bad "columns" '{"schema": "memplan-trace", "version": 1, "sample_columns": ["a"], "steps": [{"peak_allocated": 1, "peak_reserved": 1}]}' "sample_columns"
 bad "deep" "$(python3 -c 'print("[" * 100000 + "]" * 100000)')" "nested deeper than 64 levels"

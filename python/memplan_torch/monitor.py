@@ -180,7 +180,8 @@ class Monitor:
             self.trace["plan"] = {"file": self.plan.source, "margin": self.margin}
         self._warned = set()
         self._leak = None
-        self._open = {}  # (module, phase) -> nesting count
+        self._open = {}  # (module, phase) -> open calls: [allocated at start, peak since]
+        self._cur_alloc = 0
         self._calls_by_param = {}  # id(param) -> list of _Call waiting for it
         self._pending_calls = []
         self._bw_depth = 0
@@ -267,8 +268,7 @@ class Monitor:
     def _make_pre(self, name):
         def pre(module, args):
             self._tick(name)
-            key = (name, _B if self._phase == _B else _F)
-            self._open[key] = self._open.get(key, 0) + 1
+            self._push((name, _B if self._phase == _B else _F))
 
         return pre
 
@@ -276,12 +276,7 @@ class Monitor:
         def post(module, args, output):
             self._tick(name)
             in_backward = self._phase == _B
-            key = (name, _B if in_backward else _F)
-            n = self._open.get(key, 0) - 1
-            if n > 0:
-                self._open[key] = n
-            else:
-                self._open.pop(key, None)
+            self._pop((name, _B if in_backward else _F))
             torch = _torch()
             if in_backward or not torch.is_grad_enabled():
                 return  # a recomputation (checkpoint) or no graph
@@ -321,8 +316,7 @@ class Monitor:
         self._tick(call.name)
         if not call.opened and not call.closed:
             call.opened = True
-            key = (call.name, _B)
-            self._open[key] = self._open.get(key, 0) + 1
+            self._push((call.name, _B))
             if call.pending_inputs == 0 and call.pending_params == 0:
                 self._close_call(call)
 
@@ -337,12 +331,26 @@ class Monitor:
             return
         call.closed = True
         if call.opened:
-            key = (call.name, _B)
-            n = self._open.get(key, 0) - 1
-            if n > 0:
-                self._open[key] = n
-            else:
-                self._open.pop(key, None)
+            self._pop((call.name, _B))
+
+    def _push(self, key):
+        self._open.setdefault(key, []).append([self._cur_alloc, self._cur_alloc])
+
+    def _pop(self, key):
+        """Ends the innermost open call of `key`: its rise above its start and (forward) what it
+        kept go to the module's figures."""
+        frames = self._open.get(key)
+        if not frames:
+            return
+        entry, peak = frames.pop()
+        if not frames:
+            del self._open[key]
+        name, phase = key
+        m = self._step["modules"].setdefault(name, {})
+        rk = phase + "_rise"
+        m[rk] = max(m.get(rk, 0), peak - entry)
+        if phase == _F:
+            m["forward_kept"] = m.get("forward_kept", 0) + self._cur_alloc - entry
 
     def _root_pre(self, module, args):
         if self._phase != _F:
@@ -357,7 +365,9 @@ class Monitor:
             self._close_call(c)
         self._pending_calls = []
         self._calls_by_param = {}
-        self._open = {k: v for k, v in self._open.items() if k[1] != _B}
+        for key in [k for k in self._open if k[1] == _B]:
+            while key in self._open:
+                self._pop(key)
         self._maybe_probe("backward_end")
         self._set_phase(_O, "backward returned")
 
@@ -424,10 +434,14 @@ class Monitor:
         if pr > ph["peak_reserved"]:
             ph["peak_reserved"] = pr
         mods = st["modules"]
-        for name, phase in self._open:
+        for (name, phase), frames in self._open.items():
             m = mods.setdefault(name, {})
             if pa > m.get(phase, 0):
                 m[phase] = pa
+            for f in frames:
+                if pa > f[1]:
+                    f[1] = pa
+        self._cur_alloc = ca
         if self.keep_samples:
             st["samples"].append([round(time.perf_counter() - self._t0, 6), self._phase, pa, ca,
                                   cr])
@@ -458,6 +472,7 @@ class Monitor:
         self._t0 = self._phase_t0 = time.perf_counter()
         self._phase = _F
         self._events = 0
+        self._cur_alloc = c.memory_allocated(d)
         self._step = {
             "step": len(self.trace["steps"]),
             "allocated_start": c.memory_allocated(d),

@@ -8,6 +8,7 @@ SCHEMA = "memplan-trace"
 VERSION = 1
 PHASES = ("forward", "backward", "optimizer")
 SAMPLE_COLUMNS = ("seconds", "phase", "peak_allocated", "allocated", "reserved")
+MODULE_KEYS = ("forward", "backward", "forward_rise", "forward_kept", "backward_rise")
 
 
 class TraceError(ValueError):
@@ -70,10 +71,15 @@ def validate(doc):
         for name, m in mods.items():
             if not isinstance(m, dict):
                 raise TraceError(f"{where}: modules: {name}: expected an object")
-            for ph in m:
-                if ph not in ("forward", "backward"):
-                    raise TraceError(f"{where}: modules: {name}: unknown phase {ph!r}")
-                _require_int(f"{where}: modules: {name}", m, ph)
+            for key, v in m.items():
+                if key not in MODULE_KEYS:
+                    raise TraceError(f"{where}: modules: {name}: unknown figure {key!r}")
+                if key == "forward_kept":
+                    if isinstance(v, bool) or not isinstance(v, int):
+                        raise TraceError(f"{where}: modules: {name}: forward_kept: expected an "
+                                         f"integer, got {v!r}")
+                else:
+                    _require_int(f"{where}: modules: {name}", m, key)
     return doc
 
 

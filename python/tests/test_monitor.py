@@ -130,6 +130,17 @@ class MonitorPeaks(FakeTorchCase):
                          6 * MiB)
         self.assertEqual(mods["blocks.b1.fc1"]["backward"], bare["blocks.b1.fc1"]["backward"])
         self.assertEqual(mods["head"]["backward"], bare["head"]["backward"])
+        # Relative to each call's start: fc1 rises by its output and workspace (32 MiB) and
+        # keeps its output (16 MiB); fc2 rises by and keeps its 8 MiB output; the block keeps
+        # both outputs (the graph holds them) and rises as far as fc1 took it.
+        f1, f2, b0 = mods["blocks.b0.fc1"], mods["blocks.b0.fc2"], mods["blocks.b0"]
+        self.assertEqual((f1["forward_rise"], f1["forward_kept"]), (32 * MiB, 16 * MiB))
+        self.assertEqual((f2["forward_rise"], f2["forward_kept"]), (8 * MiB, 8 * MiB))
+        self.assertEqual((b0["forward_rise"], b0["forward_kept"]), (32 * MiB, 24 * MiB))
+        # In backward, fc1's workspace (16 MiB) is the most it rises above where its gradient
+        # arrived; without the workspace it rises by its input and weight gradients (10 MiB).
+        self.assertEqual(f1["backward_rise"], 16 * MiB)
+        self.assertEqual(bare["blocks.b0.fc1"]["backward_rise"], 10 * MiB)
         # No module peak exceeds the step's.
         for m in mods.values():
             for v in m.values():

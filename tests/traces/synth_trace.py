@@ -3,10 +3,11 @@
 
 For the end-to-end tests of `memplan plan --compare`: the run's steps, phases and modules are
 the plan's own figures (`memplan plan ... --format json`), then each perturbation
-MODULE:PHASE:BYTES adds BYTES (may be negative) to that module's measured peak. --drop-prefix
+MODULE:FIGURE:BYTES (FIGURE forward_rise, forward_kept or backward_rise) adds BYTES (may be
+negative) to that module's measured figure. --drop-prefix
 removes the first name component of every module (a run recorded on the unwrapped model).
 
-Usage: synth_trace.py PLAN.json OUT.json [--steps N] [--drop-prefix] [MODULE:PHASE:BYTES ...]
+Usage: synth_trace.py PLAN.json OUT.json [--steps N] [--drop-prefix] [MODULE:FIGURE:BYTES ...]
 """
 import json
 import sys
@@ -30,8 +31,12 @@ def main(argv):
         name = m["module"].split(".", 1)[1] if drop and "." in m["module"] else m["module"]
         if drop and "." not in m["module"]:
             continue
-        mods[name] = {"forward": m["forward_allocated_bytes"] + bump.get((name, "forward"), 0),
-                      "backward": m["backward_allocated_bytes"] + bump.get((name, "backward"), 0)}
+        mods[name] = {"forward": m["forward_allocated_bytes"],
+                      "backward": m["backward_allocated_bytes"]}
+        kept = m["forward_kept_bytes"] - m["forward_released_bytes"]
+        mods[name]["forward_kept"] = kept + bump.get((name, "forward_kept"), 0)
+        for key in ("forward_rise", "backward_rise"):
+            mods[name][key] = m[key + "_bytes"] + bump.get((name, key), 0)
     steps = []
     for i in range(steps_n):
         pk = plan["first_step"] if i == 0 else plan["steady"]

@@ -1,0 +1,77 @@
+#!/bin/bash
+# End to end: option values come from one table per option (unknown values
+# are errors listing the known ones, on the command line and in a budget
+# file), and every share is a percentage (advise/check --margin, validate
+# --tolerance: 5 = 5 %).
+# Usage: cli_options_test.sh MEMPLAN_BINARY MODELS_DIR
+set -u
+BIN=$1
+MODELS=$2
+source "$(dirname "$0")/test_lib.sh"
+M=$(cd "$MODELS" && pwd)/resnet18_train.onnx
+# one_error NAME TEXT: stderr is exactly one line containing TEXT.
+one_error() {
+  local name=$1 text=$2
+  if [ "$(wc -l <"$T/err")" = 1 ] && grep -qF -- "$text" "$T/err"; then
+    pass "$name: one line naming '$text'"
+  else
+    fail "$name: want one line containing '$text', got:"
+    sed 's/^/  | /' "$T/err" | head -5
+  fi
+}
+
+# ------------------------------------------------------------ option tables
+expect 2 "plan --precision fp8" "$BIN" plan "$M" --batch 2 --precision fp8
+one_error "plan --precision fp8" "fp32,amp_bf16,amp_fp16,bf16,fp16"
+expect 2 "advise --attention flash" "$BIN" advise "$M" --budget 8GiB --attention flash
+one_error "advise --attention flash" "fused,eager"
+expect 2 "advise --precision fp8" "$BIN" advise "$M" --budget 8GiB --precision fp32,fp8
+one_error "advise --precision fp8" "--precision: unknown precision 'fp8' (fp32, amp_bf16"
+for v in eager fused; do
+  expect 0 "advise --attention $v" "$BIN" advise "$M" --budget 8GiB --attention $v \
+    --precision fp32 --checkpoint none --format json
+done
+cat >"$T/budgets.json" <<JSON
+{"checks": [{"model": "$M", "batch": 2, "budget": "8GiB", "loss": "hinge"}]}
+JSON
+expect 2 "check config loss hinge" "$BIN" check --config "$T/budgets.json"
+one_error "check config loss hinge" "'loss': 'hinge' is not one of cross_entropy, mse, none"
+cat >"$T/budgets.json" <<JSON
+{"checks": [{"model": "$M", "batch": 2, "budget": "8GiB", "allocator": "expandable",
+             "step": "first", "mode": "train", "optimizer": "momentum"}]}
+JSON
+expect 0 "check config with table values" "$BIN" check --config "$T/budgets.json" --format json
+got=$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["checks"][0]["plan"]["config"]
+print(c["optimizer"], c["step"], c["allocator"])' "$T/out" 2>&1)
+if [ "$got" = "momentum first expandable" ]; then pass "check config values reach the plan"; else
+  fail "check config values: got '$got'"
+fi
+
+# -------------------------------------------------------------- percentages
+# advise --margin: 5 and 5% are the same; 50 keeps half the budget free.
+"$BIN" advise "$M" --budget 8GiB --precision fp32 --checkpoint none --margin 5 --format json \
+  >"$T/m5" 2>/dev/null
+"$BIN" advise "$M" --budget 8GiB --precision fp32 --checkpoint none --margin 5% --format json \
+  >"$T/m5p" 2>/dev/null
+"$BIN" advise "$M" --budget 8GiB --precision fp32 --checkpoint none --margin 50 --format json \
+  >"$T/m50" 2>/dev/null
+got=$(python3 - "$T/m5" "$T/m5p" "$T/m50" <<'PY' 2>&1
+import json, sys
+a, b, c = (json.load(open(f)) for f in sys.argv[1:])
+a, b, c = a["budget"], b["budget"], c["budget"]
+print(a["margin"], a == b, c["margin"], c["usable_bytes"] * 2 == c["budget_bytes"])
+PY
+)
+if [ "$got" = "0.05 True 0.5 True" ]; then pass "advise --margin is percent (5 = 5% = 0.05)"; else
+  fail "advise --margin: got '$got'"
+fi
+expect 2 "advise --margin 120" "$BIN" advise "$M" --budget 8GiB --margin 120
+one_error "advise --margin 120" "--margin '120': expected a percentage in [0, 100), e.g. 5 or 5%"
+expect 2 "check --margin 120" "$BIN" check "$M" --batch 2 --device h100 --margin 120
+one_error "check --margin 120" "margin must be a percent in [0, 100)"
+expect 2 "validate --tolerance 120" "$BIN" validate "$M" --batch 2 --tolerance 120
+one_error "validate --tolerance 120" \
+  "--tolerance '120': expected a percentage in [0, 100), e.g. 5 or 5%"
+expect 2 "validate --tolerance 0.05x" "$BIN" validate "$M" --batch 2 --tolerance 0.05x
+one_error "validate --tolerance 0.05x" "--tolerance '0.05x': expected a percentage"
+finish
