@@ -22,7 +22,7 @@ cmake --build "$build" -j"$jobs" --target fuzz_import
 # Seeds: the corpus, past crashes, small real models. The working corpus
 # dir collects what the fuzzer finds; the seed dirs are only read.
 mkdir -p "$build/fuzz-corpus" "$build/artifacts" "$build/seeds"
-cp tests/corpus/*.onnx "$build/seeds/"
+cp tests/corpus/*.onnx tests/corpus/*.json "$build/seeds/"
 [ -d tests/corpus/regressions ] && cp tests/corpus/regressions/* "$build/seeds/"
 for m in resnet18 mobilenet_v2_train_ts resnet50_train_ts bert_base_train_ts; do
   cp "models/$m.onnx" "$build/seeds/"

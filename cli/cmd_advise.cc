@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/escape.h"
 #include "cli/format.h"
 #include "cli/options.h"
 #include "cli/report.h"
@@ -85,7 +86,9 @@ std::string Snippet(const Candidate& c, const AdviseRequest& r, const BlockChain
             "False})\n";
     }
     os << "CHECKPOINT = [\n";
-    for (const std::string& m : c.checkpoint) os << "    \"" << m << "\",\n";
+    // Module names come from the model: each one a Python string literal,
+    // never raw text in the code.
+    for (const std::string& m : c.checkpoint) os << "    " << PythonString(m) << ",\n";
     os << "]\n\n"
        << "def _recompute_in_backward(module):\n"
        << "    forward = module.forward\n"
@@ -320,7 +323,8 @@ std::string Table(const Context& ctx, const Advice& a, const AdviseRequest& r, s
 
 std::string Markdown(const Context& ctx, const Advice& a, const AdviseRequest& r, size_t n_alt) {
   std::ostringstream os;
-  os << "## memplan advise: `" << ctx.model << "`\n\n" << Header(ctx, a, r) << "\n\n";
+  os << "## memplan advise: " << MarkdownText(ctx.model) << "\n\n"
+     << MarkdownText(Header(ctx, a, r), 1000) << "\n\n";
   if (a.ranked.empty()) {
     os << "**Nothing fits**: even batch 1 needs more than " << FormatBytes(a.usable_bytes) << ".\n";
   } else {
@@ -347,7 +351,7 @@ std::string Markdown(const Context& ctx, const Advice& a, const AdviseRequest& r
     }
     os << "### PyTorch\n\n```python\n" << Snippet(c, r, a.blocks) << "```\n";
   }
-  for (const std::string& n : a.notes) os << "\n> note: " << n << "\n";
+  for (const std::string& n : a.notes) os << "\n> note: " << MarkdownText(n, 1000) << "\n";
   return os.str();
 }
 
@@ -430,7 +434,12 @@ int RunAdvise(const AdviseArgs& args) {
   if (!options.ok()) return Fail(options.message());
   r.base = options.value();
   r.checkpoint = args.checkpoint == "auto";
-  if (args.global_batch < 0) return Fail("--global-batch must be positive");
+  // Bounded so that micro-batch x steps cannot overflow.
+  constexpr int64_t kMaxGlobalBatch = int64_t{1} << 40;
+  if (args.global_batch < 0 || args.global_batch > kMaxGlobalBatch) {
+    return Fail("--global-batch " + std::to_string(args.global_batch) + ": must be from 1 to " +
+                std::to_string(kMaxGlobalBatch));
+  }
   r.global_batch = args.global_batch;
   if (args.max_batch < 1) return Fail("--max-batch must be positive");
   r.max_batch = std::min<int64_t>(args.max_batch, 65536);

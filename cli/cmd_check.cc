@@ -9,12 +9,15 @@
 #include <set>
 #include <sstream>
 
+#include "cli/check_config.h"
 #include "cli/commands.h"
+#include "cli/files.h"
 #include "cli/format.h"
 #include "cli/options.h"
 #include "cli/report.h"
 #include "cli/run_trace.h"
 #include "cli/timeline_svg.h"
+#include "planner/text.h"
 
 #if __has_include("planner/devices.h")
 #include "planner/devices.h"
@@ -39,19 +42,6 @@ struct CheckArgs {
   std::vector<std::string> reports;
   std::string trace;  ///< A recorded run gated instead of the plan.
   CLI::App* cmd = nullptr;
-};
-
-/// One configuration to check, before planning.
-struct CheckSpec {
-  std::string where;       ///< "budgets.json: checks[1]" or the model path.
-  std::string name;        ///< Given name, or empty (derived after planning).
-  std::string model;       ///< As written (shown in reports).
-  std::string model_path;  ///< Resolved against the config file's folder.
-  std::string file;        ///< Annotation target.
-  ModelFlags model_flags;
-  PlanFlags plan_flags;
-  int64_t budget = -1;
-  std::string budget_text;
 };
 
 // Prints "[i/n] label" on stderr when it is a terminal and the work has run for
@@ -145,7 +135,7 @@ Status Choice(const nlohmann::json& v, const std::string& key,
   for (const std::string& a : allowed) {
     list += (list.empty() ? "" : ", ") + a;
   }
-  return Status::Error("'" + key + "': '" + s + "' is not one of " + list);
+  return Status::Error("'" + key + "': '" + Clip(s, 200) + "' is not one of " + list);
 }
 
 // Applies one key of a check (or of "defaults") to `spec`.
@@ -155,10 +145,16 @@ Status ApplyKey(const std::string& key, const nlohmann::json& v, CheckSpec* spec
     if (!v.is_string() || v.get<std::string>().empty()) {
       return Status::Error("'name' must be a non-empty string");
     }
+    if (HasControlChar(v.get<std::string>()) || v.get<std::string>().size() > 1000) {
+      return Status::Error("'name' must be printable text of at most 1000 bytes");
+    }
     spec->name = v.get<std::string>();
   } else if (key == "model") {
     if (!v.is_string() || v.get<std::string>().empty()) {
       return Status::Error("'model' must be a path string");
+    }
+    if (HasControlChar(v.get<std::string>())) {
+      return Status::Error("'model' contains a control character");
     }
     spec->model = v.get<std::string>();
   } else if (key == "mode") {
@@ -247,36 +243,15 @@ Status ApplyKey(const std::string& key, const nlohmann::json& v, CheckSpec* spec
   return Status();
 }
 
-Result<std::vector<CheckSpec>> LoadConfig(const std::string& path, std::string* metric) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Status::Error(path + ": cannot open the budget file");
+}  // namespace
+
+Result<std::vector<CheckSpec>> ParseCheckConfig(const std::string& text, const std::string& path,
+                                                std::string* metric) {
+  auto parsed = ParseJsonDocument(text, path);
+  if (!parsed.ok()) {
+    return parsed.status();
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    // Turn the byte offset into line:column.
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    std::string what = e.what();
-    const size_t colon = what.rfind(": ");
-    if (colon != std::string::npos) {
-      what = what.substr(colon + 2);
-    }
-    return Status::Error(path + ":" + std::to_string(line) + ":" + std::to_string(col) +
-                         ": invalid JSON: " + what);
-  }
+  const nlohmann::json& doc = parsed.value();
   nlohmann::json checks, defaults = nlohmann::json::object();
   if (doc.is_array()) {
     checks = doc;
@@ -358,24 +333,21 @@ Result<std::vector<CheckSpec>> LoadConfig(const std::string& path, std::string* 
   return specs;
 }
 
+namespace {
+
+Result<std::vector<CheckSpec>> LoadConfig(const std::string& path, std::string* metric) {
+  auto text = ReadRegularFile(path, "the budget file", kMaxJsonBytes);
+  if (!text.ok()) {
+    return text.status();
+  }
+  return ParseCheckConfig(text.value(), path, metric);
+}
+
 int Bad(const std::string& message) {
   if (InGithubActions()) {
     std::cerr << GithubAnnotation("error", "", "memplan", message);
   }
   return Fail(message);
-}
-
-Status WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) {
-    return Status::Error(path + ": cannot write");
-  }
-  out << text;
-  out.close();
-  if (!out) {
-    return Status::Error(path + ": write failed");
-  }
-  return Status();
 }
 
 // Renders `cases` in `format`.
@@ -497,16 +469,15 @@ int RunCheck(const CheckArgs& a) {
   // The previous run.
   std::map<std::string, nlohmann::json> baseline;
   if (!a.baseline.empty()) {
-    std::ifstream in(a.baseline, std::ios::binary);
-    if (!in) {
-      return Bad(a.baseline + ": cannot open the baseline");
+    auto text = ReadRegularFile(a.baseline, "the baseline", kMaxJsonBytes);
+    if (!text.ok()) {
+      return Bad(text.message());
     }
-    nlohmann::json doc;
-    try {
-      doc = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      return Bad(a.baseline + ": invalid JSON (" + std::string(e.what()) + ")");
+    auto parsed = ParseJsonDocument(text.value(), a.baseline);
+    if (!parsed.ok()) {
+      return Bad(parsed.message());
     }
+    const nlohmann::json& doc = parsed.value();
     auto b = ParseBaseline(doc);
     if (!b.ok()) {
       return Bad(a.baseline + ": " + b.message());
@@ -520,6 +491,22 @@ int RunCheck(const CheckArgs& a) {
       return Bad(f.message());
     }
     formats.push_back(f.value());
+  }
+
+  // No output may replace an input.
+  std::vector<std::string> inputs = {a.config, a.baseline};
+  for (const CheckSpec& s : specs) {
+    inputs.push_back(s.model_path);
+  }
+  std::vector<std::string> outputs = a.reports;
+  if (!a.timeline.empty()) {
+    outputs.push_back(a.timeline);
+  }
+  for (const std::string& out : outputs) {
+    Status s = CheckOutputIsNotInput(out, inputs);
+    if (!s.ok()) {
+      return Bad(s.message());
+    }
   }
 
   // Plan each configuration (each model imported once).
@@ -624,13 +611,13 @@ int RunCheck(const CheckArgs& a) {
   const std::string title =
       a.config.empty() ? "memplan check: " + Basename(a.model.model) : "memplan check: " + a.config;
   for (size_t i = 0; i < a.reports.size(); ++i) {
-    Status s = WriteFile(a.reports[i], Render(formats[i], cases, title));
+    Status s = WriteFileAtomically(a.reports[i], Render(formats[i], cases, title));
     if (!s.ok()) {
       return Bad(s.message());
     }
   }
   if (!a.timeline.empty()) {
-    Status s = WriteFile(a.timeline, CheckTimelineSvg(cases));
+    Status s = WriteFileAtomically(a.timeline, CheckTimelineSvg(cases));
     if (!s.ok()) {
       return Bad(s.message());
     }

@@ -1,8 +1,8 @@
 // `memplan plan`: the peak memory of one configuration.
-#include <fstream>
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/files.h"
 #include "cli/format.h"
 #include "cli/options.h"
 #include "cli/report.h"
@@ -23,6 +23,12 @@ struct PlanArgs {
 int RunPlan(const PlanArgs& a) {
   if (!a.compare.empty() && a.format != "table" && a.format != "json") {
     return Fail("--compare: works with --format table or json, not " + a.format);
+  }
+  if (!a.timeline.empty()) {
+    Status s = CheckOutputIsNotInput(a.timeline, {a.model.model, a.compare});
+    if (!s.ok()) {
+      return Fail(s.message());
+    }
   }
   auto plan = PlanFromFlags(a.model, a.plan, false);
   if (!plan.ok()) {
@@ -51,11 +57,9 @@ int RunPlan(const PlanArgs& a) {
     }
   }
   if (!a.timeline.empty()) {
-    std::ofstream out(a.timeline, std::ios::binary);
-    out << CheckTimelineSvg({c});
-    out.close();
-    if (!out) {
-      return Fail(a.timeline + ": cannot write");
+    Status s = WriteFileAtomically(a.timeline, CheckTimelineSvg({c}));
+    if (!s.ok()) {
+      return Fail(s.message());
     }
   }
   const std::string title = "memplan plan: " + c.name;

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <stdexcept>
+
+#include "planner/text.h"
 
 namespace memplan {
 
@@ -55,9 +58,15 @@ Result<int64_t> ParseSize(const std::string& text) {
   if (i == 0) return Status::Error("'" + text + "' is not a size (try 24GiB, 80GB, 24000MiB)");
   double value = 0;
   try {
-    value = std::stod(text.substr(0, i));
+    size_t used = 0;
+    const std::string number = text.substr(0, i);
+    value = std::stod(number, &used);
+    // "1.2.3GiB": the whole number must be read, with at most one point.
+    if (used != number.size() || number.find('.') != number.rfind('.')) {
+      throw std::invalid_argument(number);
+    }
   } catch (const std::exception&) {
-    return Status::Error("'" + text + "' is not a size (try 24GiB, 80GB, 24000MiB)");
+    return Status::Error("'" + Clip(text, 200) + "' is not a size (try 24GiB, 80GB, 24000MiB)");
   }
   std::string unit;
   for (size_t j = i; j < text.size(); ++j) {

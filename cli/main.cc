@@ -1,8 +1,10 @@
 // memplan: predicts the GPU memory of a PyTorch model from its ONNX export.
 #include <exception>
+#include <new>
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/files.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"memplan: GPU memory planning for PyTorch models, from their ONNX export",
@@ -27,8 +29,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::cerr << "memplan: " << e.what() << "\n";
     return memplan::kExitBadInput;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "memplan: error: " << memplan::OutOfMemoryMessage() << "\n";
+    return memplan::kExitBadInput;
   } catch (const std::exception& e) {
-    std::cerr << "memplan: " << e.what() << "\n";
+    std::cerr << "memplan: error: " << memplan::Status::Error(e.what()).message() << "\n";
     return memplan::kExitBadInput;
   }
   return state.exit_code;

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/files.h"
 #include "cli/format.h"
 #include "onnx_import/importer.h"
 #include "planner/plan_model.h"
@@ -116,7 +117,10 @@ Result<PlanOptions> ToPlanOptions(const PlanFlags& f) {
   return o;
 }
 
-Result<Graph> LoadGraph(const std::string& path) { return ImportOnnxFile(path); }
+Result<Graph> LoadGraph(const std::string& path) {
+  NoteInput(path);
+  return ImportOnnxFile(path);
+}
 
 Result<Plan> PlanFromFlags(const ModelFlags& m, const PlanFlags& p, bool keep_events) {
   auto loaded = LoadGraph(m.model);

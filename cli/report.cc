@@ -6,17 +6,23 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "cli/escape.h"
 #include "cli/format.h"
 #include "cli/timeline_svg.h"
+#include "planner/text.h"
 
 namespace memplan {
 
 // ---- Generic building blocks ----
 
 std::string XmlEscape(const std::string& text) {
+  // Control characters and bytes that are not UTF-8 first become \xNN
+  // (XML 1.0 forbids most C0 characters, and the page says UTF-8).
+  const std::string printable =
+      ValidUtf8(text) && !HasControlChar(text) ? text : PrintableText(text);
   std::string out;
-  out.reserve(text.size());
-  for (unsigned char ch : text) {
+  out.reserve(printable.size());
+  for (unsigned char ch : printable) {
     switch (ch) {
       case '&':
         out += "&amp;";
@@ -34,30 +40,13 @@ std::string XmlEscape(const std::string& text) {
         out += "&apos;";
         break;
       default:
-        // XML 1.0 allows only tab, newline and carriage return below 0x20.
-        if (ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') {
-          out += '?';
-        } else {
-          out += static_cast<char>(ch);
-        }
+        out += static_cast<char>(ch);
     }
   }
   return out;
 }
 
-std::string MarkdownCell(const std::string& text) {
-  std::string out;
-  for (char ch : text) {
-    if (ch == '|') {
-      out += "\\|";
-    } else if (ch == '\n' || ch == '\r') {
-      out += ' ';
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
+std::string MarkdownCell(const std::string& text) { return MarkdownText(text); }
 
 std::string MarkdownTable(const std::vector<std::string>& header,
                           const std::vector<std::vector<std::string>>& rows,
@@ -164,7 +153,18 @@ std::string JUnitXml(const std::string& suite, const std::vector<JUnitCase>& cas
 namespace {
 
 // Workflow command escaping: data escapes % CR LF; properties also ':' and ','.
-std::string GithubEscape(const std::string& s, bool property) {
+std::string GithubEscape(const std::string& text, bool property) {
+  // Line breaks stay (as %0A); other control characters (an ESC sequence in
+  // a name) and bytes that are not UTF-8 become \xNN.
+  std::string s;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find_first_of("\r\n", start);
+    if (end == std::string::npos) end = text.size();
+    s += PrintableText(text.substr(start, end - start));
+    if (end < text.size()) s += text[end];
+    start = end + 1;
+  }
   std::string out;
   for (char ch : s) {
     if (ch == '%') {
@@ -457,8 +457,16 @@ Result<std::map<std::string, nlohmann::json>> ParseBaseline(const nlohmann::json
     }
     const auto& peak = c["plan"]["peak"];
     for (const char* key : {"allocated_bytes", "reserved_bytes", "device_bytes"}) {
-      if (!peak.contains(key) || !peak[key].is_number_integer()) {
-        return Status::Error(where + ": 'plan.peak." + key + "' is not an integer");
+      // A byte count: 0 to 2^63-1 (-1 or 2^64-1 would disable the gate).
+      const bool in_range =
+          peak.contains(key) &&
+          ((peak[key].is_number_unsigned() &&
+            peak[key].get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) ||
+           (peak[key].is_number_integer() && !peak[key].is_number_unsigned() &&
+            peak[key].get<int64_t>() >= 0));
+      if (!in_range) {
+        return Status::Error(where + ": 'plan.peak." + key +
+                             "' is not a byte count (an integer from 0 to 2^63-1)");
       }
     }
     out[c["name"].get<std::string>()] = peak;
@@ -560,7 +568,7 @@ std::string CheckMarkdown(const std::string& title, const std::vector<ReportCase
     }
   }
   for (const std::string& m : models) {
-    os << "### `" << MarkdownCell(Basename(m)) << "`\n\n";
+    os << "### " << MarkdownCell(Basename(m)) << "\n\n";
     std::vector<std::string> header = {"configuration", "allocated", "reserved", "device",
                                        "budget",        "headroom",  "status"};
     std::vector<bool> right = {false, true, true, true, true, true, false};
@@ -610,7 +618,7 @@ std::string CheckMarkdown(const std::string& title, const std::vector<ReportCase
     os << "<details><summary>Failures</summary>\n\n";
     for (const ReportCase& c : cases) {
       if (Failed(c)) {
-        os << "- " << MarkdownCell(FailureText(c)) << "\n";
+        os << "- " << MarkdownText(FailureText(c), 1000) << "\n";
       }
     }
     os << "\n</details>\n";

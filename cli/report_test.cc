@@ -93,8 +93,8 @@ TEST(CheckMarkdown, TablePerModelWithNumbers) {
   const std::string md = CheckMarkdown("memplan check", cases);
   EXPECT_NE(md.find("## \u274c memplan check"), std::string::npos) << md;
   EXPECT_NE(md.find("**2 of 3** configurations within budget"), std::string::npos) << md;
-  EXPECT_NE(md.find("### `a.onnx`"), std::string::npos);
-  EXPECT_NE(md.find("### `b.onnx`"), std::string::npos);
+  EXPECT_NE(md.find("### a.onnx\n"), std::string::npos);
+  EXPECT_NE(md.find("### b.onnx\n"), std::string::npos);
   // One header per model, both configurations of a.onnx under it.
   EXPECT_NE(md.find("| configuration | allocated | reserved | device | budget | headroom | "
                     "status |"),
@@ -107,7 +107,7 @@ TEST(CheckMarkdown, TablePerModelWithNumbers) {
                     "\u274c over budget |"),
             std::string::npos)
       << md;
-  EXPECT_LT(md.find("a train b16"), md.find("### `b.onnx`"));
+  EXPECT_LT(md.find("a train b16"), md.find("### b.onnx\n"));
   EXPECT_NE(md.find("exceeds the budget 9.00 GiB"), std::string::npos);
 }
 

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "cli/files.h"
 #include "cli/format.h"
 
 namespace memplan {
@@ -223,18 +224,10 @@ Result<RunTrace> ReadRunTrace(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) {
     return Status::Error(path + ": cannot read: a directory, not a trace file");
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error(path + ": cannot open the trace file");
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size > kMaxTraceBytes) {
-    return Status::Error(path + ": trace file is larger than " + std::to_string(kMaxTraceBytes) +
-                         " bytes");
-  }
-  in.seekg(0);
-  std::string text(static_cast<size_t>(std::max<std::streamoff>(size, 0)), '\0');
-  in.read(&text[0], static_cast<std::streamsize>(text.size()));
-  if (!in) return Status::Error(path + ": cannot read the trace file");
+  // Regular files only: a FIFO would block the read.
+  auto read = ReadRegularFile(path, "the trace file", kMaxTraceBytes);
+  if (!read.ok()) return read.status();
+  const std::string& text = read.value();
   if (TooDeep(text)) {
     return Status::Error(path + ": not a memplan trace (nested deeper than " +
                          std::to_string(kMaxDepth) + " levels)");

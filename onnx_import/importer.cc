@@ -1,14 +1,23 @@
 #include "onnx_import/importer.h"
 
+#include <fcntl.h>
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/unknown_field_set.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -16,6 +25,7 @@
 #include "onnx/onnx_pb.h"
 #include "planner/checked.h"
 #include "planner/shape_inference.h"
+#include "planner/text.h"
 
 namespace memplan {
 namespace {
@@ -25,17 +35,23 @@ struct Importer {
   std::string source;
   ImportLimits limits;
   int64_t total_nodes = 0;
+  int64_t module_path_bytes = 0;
+  int64_t ir_version = 0;
+  std::set<std::string> functions;  ///< "domain\nname" of the model-local functions.
 
   Status Error(const std::string& what) const { return Status::Error(source + ": " + what); }
 
-  /// Names end up in messages and output: no control characters (a newline
-  /// or an escape sequence in a name could forge lines in a CI log).
+  /// Names end up in messages, reports and generated code: valid UTF-8
+  /// with no control characters (a newline or an escape sequence in a name
+  /// could forge lines in a CI log), and at most max_name_bytes long.
   Status CheckName(const std::string& name, const std::string& what) const {
-    for (char c : name) {
-      const unsigned char u = static_cast<unsigned char>(c);
-      if (u < 0x20 || u == 0x7f) {
-        return Error(what + " '" + name + "' contains a control character");
-      }
+    if (static_cast<int64_t>(name.size()) > limits.max_name_bytes) {
+      return Error(what + " '" + Clip(name, 60) + "' is longer than " +
+                   std::to_string(limits.max_name_bytes) + " bytes");
+    }
+    if (!ValidUtf8(name)) return Error(what + " '" + Clip(name, 200) + "' is not valid UTF-8");
+    if (HasControlChar(name)) {
+      return Error(what + " '" + Clip(name, 200) + "' contains a control character");
     }
     return Status();
   }
@@ -316,7 +332,10 @@ Status ReadType(const Importer& im, const onnx::TypeProto& type, const std::stri
   return Status();
 }
 
-Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g);
+/// `consumed`, when given, is `gp` itself: each node is cleared once read,
+/// so that the parsed file and the graph are not both held whole.
+Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g,
+                   onnx::GraphProto* consumed = nullptr);
 
 // The modules a node runs inside, outermost first, and its module path: the
 // dynamo exporter's name scopes (['', 'm', 'm.transformer', ...,
@@ -324,7 +343,10 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
 // ("/layer1/layer1.0/conv1/Conv" -> layer1, layer1.0, layer1.0.conv1). Sets
 // *eval_op when the exporter recorded an eval-only op (batch norm without
 // training statistics).
-void ReadModules(const onnx::NodeProto& np, Node* n, bool* eval_op) {
+// Module paths repeat their parents' prefixes, so their size grows with the
+// square of the depth: the depth and the bytes of all paths are bounded.
+Status ReadModules(Importer* im, const onnx::NodeProto& np, const std::string& where, Node* n,
+                   bool* eval_op) {
   // NodeProto.metadata_props (field 9, IR 10) is newer than Debian's schema:
   // read it from the unknown fields, parsing only the entries we use.
   static const std::string kScopes = "pkg.torch.onnx.name_scopes";
@@ -362,9 +384,14 @@ void ReadModules(const onnx::NodeProto& np, Node* n, bool* eval_op) {
     found = true;
   }
   n->modules_known = found;
+  auto too_deep = [&]() {
+    return im->Error(where + ": module path nested deeper than " +
+                     std::to_string(im->limits.max_module_depth) + " levels");
+  };
+  if (static_cast<int>(n->modules.size()) > im->limits.max_module_depth) return too_deep();
   if (!found) {
     const std::string& name = np.name();
-    if (name.size() < 2 || name[0] != '/') return;
+    if (name.size() < 2 || name[0] != '/') return Status();
     n->modules_known = true;
     const size_t last = name.rfind('/');
     const std::string path = name.substr(1, last == 0 ? 0 : last - 1);
@@ -376,17 +403,97 @@ void ReadModules(const onnx::NodeProto& np, Node* n, bool* eval_op) {
       if (slash == std::string::npos) slash = path.size();
       const std::string part = path.substr(start, slash - start);
       if (!part.empty()) {
-        if (!out.empty() && part.rfind(out + ".", 0) == 0) {
+        if (!out.empty() && part.size() > out.size() && part[out.size()] == '.' &&
+            part.compare(0, out.size(), out) == 0) {
           out = part;
         } else {
           out = out.empty() ? part : out + "." + part;
         }
+        if (static_cast<int>(n->modules.size()) >= im->limits.max_module_depth) return too_deep();
         n->modules.push_back(out);
       }
       start = slash + 1;
     }
   }
+  for (const std::string& m : n->modules) im->module_path_bytes += static_cast<int64_t>(m.size());
+  if (im->module_path_bytes > im->limits.max_module_path_bytes) {
+    return im->Error(where + ": the module paths of the nodes take more than " +
+                     std::to_string(im->limits.max_module_path_bytes >> 20) + " MiB");
+  }
   if (!n->modules.empty()) n->scope = n->modules.back();
+  return Status();
+}
+
+const char* AttrTypeName(AttrType t) {
+  switch (t) {
+    case AttrType::kFloat:
+      return "FLOAT";
+    case AttrType::kInt:
+      return "INT";
+    case AttrType::kString:
+      return "STRING";
+    case AttrType::kTensor:
+      return "TENSOR";
+    case AttrType::kGraph:
+      return "GRAPH";
+    case AttrType::kFloats:
+      return "FLOATS";
+    case AttrType::kInts:
+      return "INTS";
+    case AttrType::kStrings:
+      return "STRINGS";
+    case AttrType::kOther:
+      break;
+  }
+  return "another type";
+}
+
+// The type the ONNX operator schemas give an attribute name, for the names
+// that have one type in every default-domain operator that has them (the
+// attributes the planner reads). An attribute of another type would be read
+// as absent, so it is an error.
+bool ExpectedAttrType(const std::string& name, AttrType* type) {
+  static const std::map<std::string, AttrType> kTypes = {
+      {"axes", AttrType::kInts},
+      {"axis", AttrType::kInt},
+      {"perm", AttrType::kInts},
+      {"pads", AttrType::kInts},
+      {"strides", AttrType::kInts},
+      {"dilations", AttrType::kInts},
+      {"kernel_shape", AttrType::kInts},
+      {"output_padding", AttrType::kInts},
+      {"output_shape", AttrType::kInts},
+      {"split", AttrType::kInts},
+      {"starts", AttrType::kInts},
+      {"ends", AttrType::kInts},
+      {"group", AttrType::kInt},
+      {"keepdims", AttrType::kInt},
+      {"noop_with_empty_axes", AttrType::kInt},
+      {"transA", AttrType::kInt},
+      {"transB", AttrType::kInt},
+      {"to", AttrType::kInt},
+      {"ceil_mode", AttrType::kInt},
+      {"count_include_pad", AttrType::kInt},
+      {"storage_order", AttrType::kInt},
+      {"hidden_size", AttrType::kInt},
+      {"batch_dims", AttrType::kInt},
+      {"num_outputs", AttrType::kInt},
+      {"allowzero", AttrType::kInt},
+      {"num_scan_inputs", AttrType::kInt},
+      {"epsilon", AttrType::kFloat},
+      {"alpha", AttrType::kFloat},
+      {"beta", AttrType::kFloat},
+      {"equation", AttrType::kString},
+      {"auto_pad", AttrType::kString},
+      {"direction", AttrType::kString},
+      {"then_branch", AttrType::kGraph},
+      {"else_branch", AttrType::kGraph},
+      {"body", AttrType::kGraph},
+  };
+  auto it = kTypes.find(name);
+  if (it == kTypes.end()) return false;
+  *type = it->second;
+  return true;
 }
 
 Status ReadAttribute(Importer* im, const onnx::AttributeProto& a, const std::string& where,
@@ -474,7 +581,20 @@ Status ReadAttribute(Importer* im, const onnx::AttributeProto& a, const std::str
   return Status();
 }
 
-Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g) {
+// True when a graph input's declared type says it is not the initializer
+// of the same name: a symbolic or unknown dim, another rank or other dims.
+bool OverridesInitializer(const onnx::TypeProto& type, const Tensor& init) {
+  if (!type.has_tensor_type() || !type.tensor_type().has_shape()) return false;
+  const auto& dims = type.tensor_type().shape().dim();
+  if (static_cast<size_t>(dims.size()) != init.declared.size()) return true;
+  for (int k = 0; k < dims.size(); ++k) {
+    if (!dims[k].has_dim_value() || dims[k].dim_value() != init.declared[k].value) return true;
+  }
+  return false;
+}
+
+Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g,
+                   onnx::GraphProto* consumed) {
   g->name = gp.name();
   // Initializers first: their dims and dtype; small integer data as values.
   for (const auto& init : gp.initializer()) {
@@ -502,13 +622,33 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
   for (const auto& sp : gp.sparse_initializer()) {
     return im->Error("sparse initializer '" + sp.values().name() + "' is not supported");
   }
+  std::set<int> shadowed;  // Initializers that graph inputs override.
   for (const auto& in : gp.input()) {
     if (in.name().empty()) return im->Error("a graph input has no name");
     Status name_ok = im->CheckName(in.name(), "graph input");
     if (!name_ok.ok()) return name_ok;
     int existing = g->Find(in.name());
     if (existing >= 0 && g->tensors[existing].kind == TensorKind::kInitializer) {
-      continue;  // IR < 4 lists initializers as inputs too.
+      // IR < 4 lists initializers as inputs too. From IR 4 on, an input
+      // with an initializer of its name is an input whose initializer is
+      // only a default: one whose declared shape is symbolic or differs
+      // from the initializer's stays an input (bound by --batch and --dim).
+      if (im->ir_version < 4 || !OverridesInitializer(in.type(), g->tensors[existing])) continue;
+      if (!shadowed.insert(existing).second) {
+        return im->Error("graph input '" + in.name() + "' is listed twice");
+      }
+      Tensor& t = g->tensors[existing];
+      t.kind = TensorKind::kGraphInput;
+      t.has_declared = false;
+      t.declared.clear();
+      t.has_values = false;
+      t.values.clear();
+      t.external = false;
+      t.external_location.clear();
+      Status s = ReadType(*im, in.type(), in.name(), &t);
+      if (!s.ok()) return s;
+      g->inputs.push_back(existing);
+      continue;
     }
     if (existing >= 0) return im->Error("graph input '" + in.name() + "' is listed twice");
     int id = g->FindOrAdd(in.name());
@@ -520,6 +660,13 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
       return im->Error("graph input '" + in.name() + "' has no tensor type");
     }
     g->inputs.push_back(id);
+  }
+  if (!shadowed.empty()) {
+    std::vector<int> kept;
+    for (int id : g->initializers) {
+      if (!shadowed.count(id)) kept.push_back(id);
+    }
+    g->initializers = std::move(kept);
   }
   // Nodes: each output is produced once.
   for (int ni = 0; ni < gp.node_size(); ++ni) {
@@ -546,13 +693,27 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
         if (!name_ok.ok()) return name_ok;
       }
     }
-    ReadModules(np, &n, &g->eval_mode_hint);
     const std::string where = "node '" + n.Label(ni) + "'";
+    Status modules_ok = ReadModules(im, np, where, &n, &g->eval_mode_hint);
+    if (!modules_ok.ok()) return modules_ok;
     if (n.op_type.empty()) return im->Error(where + ": empty op_type");
+    if (!im->functions.empty() && im->functions.count(n.domain + '\n' + n.op_type)) {
+      return im->Error(where + ": calls the model-local function '" +
+                       (n.domain.empty() ? "" : n.domain + ".") + n.op_type +
+                       "'; memplan does not expand local functions (export with them inlined)");
+    }
     for (const auto& a : np.attribute()) {
       Attribute attr;
       Status s = ReadAttribute(im, a, where, depth, &attr, &n);
       if (!s.ok()) return s;
+      AttrType expected;
+      if (n.domain.empty() && ExpectedAttrType(a.name(), &expected) && attr.type != expected) {
+        return im->Error(where + ": attribute '" + a.name() + "' is " +
+                         AttrTypeName(attr.type) + ", expected " + AttrTypeName(expected));
+      }
+      if (n.attrs.count(a.name())) {
+        return im->Error(where + ": attribute '" + a.name() + "' is given twice");
+      }
       n.attrs[a.name()] = std::move(attr);
     }
     for (const auto& in : np.input()) {
@@ -579,6 +740,10 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
       n.outputs.push_back(id);
     }
     g->nodes.push_back(std::move(n));
+    if (consumed != nullptr) {  // Clear() would keep the strings' memory: swap it out.
+      onnx::NodeProto empty;
+      consumed->mutable_node(ni)->Swap(&empty);
+    }
   }
   for (const auto& vi : gp.value_info()) {
     Status name_ok = im->CheckName(vi.name(), "value_info");
@@ -603,6 +768,43 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
   return Status();
 }
 
+// A subgraph may read names of the graphs around it; each name that it
+// reads and does not define itself must be defined by one of them.
+// `scopes` holds the enclosing graphs, innermost last.
+Status CheckOuterNames(const Importer& im, const Graph& g, std::vector<const Graph*>* scopes) {
+  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+    for (const auto& sub : g.nodes[ni].subgraphs) {
+      scopes->push_back(&g);
+      for (size_t mi = 0; mi < sub->nodes.size(); ++mi) {
+        const Node& m = sub->nodes[mi];
+        for (int t : m.inputs) {
+          if (t < 0) continue;
+          const Tensor& tensor = sub->tensors[t];
+          if (tensor.kind != TensorKind::kActivation || tensor.producer >= 0) continue;
+          bool defined = false;
+          for (size_t k = scopes->size(); k-- > 0 && !defined;) {
+            const Graph* outer = (*scopes)[k];
+            const int id = outer->Find(tensor.name);
+            if (id < 0) continue;
+            const Tensor& o = outer->tensors[id];
+            defined = o.kind != TensorKind::kActivation || o.producer >= 0;
+          }
+          if (!defined) {
+            return im.Error("node '" + m.Label(static_cast<int>(mi)) + "' (in a subgraph of node '" +
+                            g.nodes[ni].Label(static_cast<int>(ni)) + "'): input '" + tensor.name +
+                            "' is not produced by any node, graph input or initializer of its "
+                            "graph or the graphs around it");
+          }
+        }
+      }
+      Status s = CheckOuterNames(im, *sub, scopes);
+      scopes->pop_back();
+      if (!s.ok()) return s;
+    }
+  }
+  return Status();
+}
+
 void SilentLog(google::protobuf::LogLevel, const char*, int, const std::string&) {}
 
 // protobuf parses at most INT_MAX bytes (its sizes are int): the 2 GiB
@@ -611,22 +813,81 @@ int64_t FileLimit(const ImportLimits& limits) {
   return std::min<int64_t>(limits.max_file_bytes, std::numeric_limits<int>::max());
 }
 
+// Parses a ModelProto from `input` and turns it into a Graph.
+Result<Graph> ImportFromStream(google::protobuf::io::ZeroCopyInputStream* input,
+                               const std::string& source, const ImportLimits& limits);
+
 }  // namespace
 
 Result<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& source,
                               const ImportLimits& limits) {
-  Importer im{source, limits, 0};
   if (static_cast<int64_t>(bytes.size()) > FileLimit(limits)) {
-    return im.Error("file is larger than " + std::to_string(FileLimit(limits)) + " bytes");
+    return Status::Error(source + ": file is larger than " + std::to_string(FileLimit(limits)) +
+                         " bytes");
   }
-  if (bytes.empty()) return im.Error("empty file: not an ONNX model");
+  if (bytes.empty()) return Status::Error(source + ": empty file: not an ONNX model");
+  google::protobuf::io::ArrayInputStream input(bytes.data(), static_cast<int>(bytes.size()));
+  return ImportFromStream(&input, source, limits);
+}
+
+Result<Graph> ImportOnnxFile(const std::string& path, const ImportLimits& limits) {
+  // Non-blocking open and fstat before any read: a FIFO or a device is
+  // refused instead of blocking, a directory is named as one.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return Status::Error(path + ": cannot open file");
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return Status::Error(path + ": cannot read file");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "a device";
+    return Status::Error(path + ": is " + std::string(kind) + ", not a regular file");
+  }
+  if (st.st_size > FileLimit(limits)) {
+    ::close(fd);
+    return Status::Error(path + ": file is larger than " + std::to_string(FileLimit(limits)) +
+                         " bytes");
+  }
+  if (st.st_size == 0) {
+    ::close(fd);
+    return Status::Error(path + ": empty file: not an ONNX model");
+  }
+  // Parsed from the file as it is read: the bytes are never held twice.
+  Result<Graph> g = [&]() {
+    google::protobuf::io::FileInputStream input(fd);
+    return ImportFromStream(&input, path, limits);
+  }();
+  ::close(fd);
+  return g;
+}
+
+namespace {
+
+Result<Graph> ImportFromStream(google::protobuf::io::ZeroCopyInputStream* input,
+                               const std::string& source, const ImportLimits& limits) {
+  Importer im;
+  im.source = source;
+  im.limits = limits;
   google::protobuf::SetLogHandler(&SilentLog);
   onnx::ModelProto model;
-  google::protobuf::io::CodedInputStream cis(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                             static_cast<int>(bytes.size()));
-  cis.SetRecursionLimit(100);
-  if (!model.ParseFromCodedStream(&cis) || !cis.ConsumedEntireMessage()) {
-    return im.Error("not a valid ONNX model (protobuf parse failed: truncated or not ONNX)");
+  {
+    google::protobuf::io::CodedInputStream cis(input);
+    cis.SetTotalBytesLimit(static_cast<int>(FileLimit(limits)));
+    cis.SetRecursionLimit(100);
+    if (!model.ParseFromCodedStream(&cis) || !cis.ConsumedEntireMessage()) {
+      return im.Error("not a valid ONNX model (protobuf parse failed: truncated or not ONNX)");
+    }
+  }
+  // Free text that is never used: dropped before the graph is built.
+  model.clear_doc_string();
+  if (model.has_graph()) {
+    model.mutable_graph()->clear_doc_string();
+    for (auto& n : *model.mutable_graph()->mutable_node()) n.clear_doc_string();
   }
   if (!model.has_graph()) return im.Error("not an ONNX model: no graph");
   if (model.ir_version() < 3) {
@@ -636,18 +897,29 @@ Result<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& sourc
   Graph g;
   g.source = source;
   g.ir_version = model.ir_version();
-  g.producer_name = model.producer_name();
-  g.producer_version = model.producer_version();
+  im.ir_version = model.ir_version();
+  // Free text that is only shown: kept printable and short.
+  g.producer_name = Clip(PrintableText(model.producer_name()), 200);
+  g.producer_version = Clip(PrintableText(model.producer_version()), 200);
   for (const auto& op : model.opset_import()) {
     const std::string d = op.domain() == "ai.onnx" ? "" : op.domain();
+    if (g.opsets.count(d)) {
+      return im.Error("opset_import lists the domain '" + Clip(d.empty() ? "ai.onnx" : d, 200) +
+                      "' twice");
+    }
     g.opsets[d] = op.version();
+  }
+  // Model-local functions are not expanded: a node that calls one is
+  // refused (planning around its body would miss what it allocates).
+  for (const auto& f : model.functions()) {
+    im.functions.insert((f.domain() == "ai.onnx" ? "" : f.domain()) + '\n' + f.name());
   }
   if (!g.opsets.count("")) return im.Error("no default-domain (ai.onnx) opset import");
   const int64_t opset = g.opsets[""];
   if (opset < 7 || opset > 23) {
     return im.Error("opset " + std::to_string(opset) + " is not supported (7 to 23)");
   }
-  Status s = ImportGraph(&im, model.graph(), 0, &g);
+  Status s = ImportGraph(&im, model.graph(), 0, &g, model.mutable_graph());
   if (!s.ok()) return s;
   if (g.nodes.empty()) return im.Error("the graph has no nodes");
   if (g.outputs.empty()) return im.Error("the graph has no outputs");
@@ -656,22 +928,12 @@ Result<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& sourc
   // rejects them. Subgraphs may read outer-scope names, so only the top.
   auto order = TopologicalOrder(g);
   if (!order.ok()) return order.status();
+  std::vector<const Graph*> scopes;
+  s = CheckOuterNames(im, g, &scopes);
+  if (!s.ok()) return s;
   return g;
 }
 
-Result<Graph> ImportOnnxFile(const std::string& path, const ImportLimits& limits) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) return Status::Error(path + ": cannot open file");
-  const std::streamoff size = f.tellg();
-  if (size < 0) return Status::Error(path + ": cannot read file");
-  if (size > FileLimit(limits)) {
-    return Status::Error(path + ": file is larger than " + std::to_string(FileLimit(limits)) +
-                         " bytes");
-  }
-  std::string bytes(static_cast<size_t>(size), '\0');
-  f.seekg(0);
-  if (!f.read(bytes.data(), size)) return Status::Error(path + ": cannot read file");
-  return ImportOnnxBytes(bytes, path, limits);
-}
+}  // namespace
 
 }  // namespace memplan

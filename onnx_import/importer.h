@@ -15,6 +15,9 @@ struct ImportLimits {
   int max_subgraph_depth = 16;                ///< If/Loop/Scan nesting.
   int64_t max_nodes = 1000000;                ///< All graphs together.
   int64_t max_value_elements = 4096;          ///< Small constants kept as values.
+  int64_t max_name_bytes = 4096;              ///< Each node, tensor, attribute name.
+  int max_module_depth = 64;                  ///< Levels of a node's module path.
+  int64_t max_module_path_bytes = int64_t{256} << 20;  ///< All nodes' module paths together.
 };
 
 /// Reads `path` (an ONNX ModelProto) into a Graph: dims, dtypes, attributes,

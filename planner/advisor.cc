@@ -56,15 +56,46 @@ Result<BatchSearch> LargestBatch(const FitFn& fits, int64_t cap, int64_t start) 
     }
     if (lo == 0) return out;  // Batch 1 does not fit.
   }
-  while (hi - lo > 1) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    auto f = probe(mid);
-    if (!f.ok()) return f.status();
-    if (f.value()) {
-      lo = mid;
-    } else {
-      hi = mid;
+  // The peak need not grow with the batch (allocator rounding, segment
+  // sizes): after each bisection the batches just past the first failure
+  // are tried too, and the search goes on upward from any that fits.
+  constexpr int64_t kNeighbours = 2;
+  for (;;) {
+    while (hi - lo > 1) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      auto f = probe(mid);
+      if (!f.ok()) return f.status();
+      if (f.value()) {
+        lo = mid;
+      } else {
+        hi = mid;
+      }
     }
+    int64_t next = 0;
+    for (int64_t b = hi + 1; b <= std::min(cap, hi + kNeighbours); ++b) {
+      auto f = probe(b);
+      if (!f.ok()) return f.status();
+      if (f.value()) {
+        next = b;
+        break;
+      }
+    }
+    if (next == 0) break;
+    lo = next;
+    hi = cap + 1;
+    step = 1;
+    while (lo < cap) {  // Gallop again from the new batch that fits.
+      const int64_t b = std::min(cap, lo + step);
+      auto f = probe(b);
+      if (!f.ok()) return f.status();
+      if (!f.value()) {
+        hi = b;
+        break;
+      }
+      lo = b;
+      step *= 2;
+    }
+    if (lo == cap) break;
   }
   out.batch = lo;
   return out;
@@ -331,13 +362,23 @@ Result<Advice> Advise(const Graph& g, const AdviseRequest& r) {
       // micro-batch that needs no more steps than the largest one.
       int64_t run = c.batch;
       if (c.batch > 0 && r.global_batch > 0) {
-        c.grad_accumulation_steps = (r.global_batch + c.batch - 1) / c.batch;
-        run = (r.global_batch + c.grad_accumulation_steps - 1) / c.grad_accumulation_steps;
+        // Ceiling divisions that cannot overflow (global batch up to 2^63-1).
+        const int64_t gb = r.global_batch;
+        c.grad_accumulation_steps = gb / c.batch + (gb % c.batch != 0 ? 1 : 0);
+        const int64_t steps = c.grad_accumulation_steps;
+        run = gb / steps + (gb % steps != 0 ? 1 : 0);
       }
-      c.micro_batch = run;
       if (c.batch == 0) run = 1;
       auto probe = s.At(run, p, c.checkpoint);
       if (!probe.ok()) return probe.status();
+      if (c.batch > 0 && run != c.batch && probe.value()->device > usable) {
+        // The peak is not monotone in the batch: the smaller micro-batch
+        // does not fit where the largest does; run the largest.
+        run = c.batch;
+        probe = s.At(run, p, c.checkpoint);
+        if (!probe.ok()) return probe.status();
+      }
+      c.micro_batch = c.batch == 0 ? 0 : run;
       c.plan = probe.value()->plan;
       c.device_bytes = probe.value()->device;
       c.headroom_bytes = r.budget_bytes - c.device_bytes;

@@ -1,5 +1,6 @@
 #include "planner/params.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -34,23 +35,44 @@ bool IsWeightSlot(const Node& n, int slot) {
   return kElementwise.count(op) != 0;
 }
 
-// Follows `t` through pass-through ops; true when it reaches a weight slot.
-bool ReachesWeightSlot(const Graph& g, int t, int depth) {
-  if (depth > 8) return false;
-  for (int ni : g.tensors[t].consumers) {
+// Most pass-through ops between an initializer and the weight slot it feeds.
+constexpr int kMaxPassThroughHops = 8;
+
+// For every tensor, the fewest pass-through ops (slot 0 of Reshape,
+// Transpose, ...) between it and a weight slot, or kMaxPassThroughHops + 1
+// when there is none within kMaxPassThroughHops. Linear in nodes + edges:
+// one pass marks the weight slots, then each round extends the paths by one
+// hop (a round visits each node once, however its outputs fan out).
+std::vector<int> HopsToWeightSlot(const Graph& g) {
+  const int far = kMaxPassThroughHops + 1;
+  std::vector<int> hops(g.tensors.size(), far);
+  std::vector<char> pass_through(g.nodes.size(), 0);
+  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     const Node& n = g.nodes[ni];
+    pass_through[ni] = IsPassThrough(n.op_type) ? 1 : 0;
     for (int slot = 0; slot < static_cast<int>(n.inputs.size()); ++slot) {
-      if (n.inputs[slot] != t) continue;
-      if (IsPassThrough(n.op_type) && slot == 0) {
-        for (int out : n.outputs) {
-          if (out >= 0 && ReachesWeightSlot(g, out, depth + 1)) return true;
-        }
-      } else if (IsWeightSlot(n, slot)) {
-        return true;
-      }
+      const int t = n.inputs[slot];
+      if (t < 0) continue;
+      if (!(pass_through[ni] && slot == 0) && IsWeightSlot(n, slot)) hops[t] = 0;
     }
   }
-  return false;
+  for (int round = 1; round <= kMaxPassThroughHops; ++round) {
+    bool changed = false;
+    for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+      const Node& n = g.nodes[ni];
+      if (!pass_through[ni] || n.inputs.empty() || n.inputs[0] < 0) continue;
+      int best = far;
+      for (int out : n.outputs) {
+        if (out >= 0) best = std::min(best, hops[out] + 1);
+      }
+      if (best < hops[n.inputs[0]]) {
+        hops[n.inputs[0]] = best;
+        changed = true;
+      }
+    }
+    if (!changed) break;
+  }
+  return hops;
 }
 
 int64_t DeclaredNumel(const Tensor& t) {
@@ -65,6 +87,7 @@ int64_t DeclaredNumel(const Tensor& t) {
 
 std::vector<InitRole> ClassifyInitializers(const Graph& g) {
   std::vector<InitRole> roles(g.tensors.size(), InitRole::kConstant);
+  const std::vector<int> hops = HopsToWeightSlot(g);
   for (int id : g.initializers) {
     const Tensor& t = g.tensors[id];
     if (!IsFloat(t.dtype) || DeclaredNumel(t) <= 1) continue;
@@ -76,8 +99,8 @@ std::vector<InitRole> ClassifyInitializers(const Graph& g) {
         if (n.inputs[slot] == id) running_stat = true;
       }
     }
-    roles[id] =
-        (!running_stat && ReachesWeightSlot(g, id, 0)) ? InitRole::kParameter : InitRole::kBuffer;
+    roles[id] = (!running_stat && hops[id] <= kMaxPassThroughHops) ? InitRole::kParameter
+                                                                   : InitRole::kBuffer;
   }
   return roles;
 }

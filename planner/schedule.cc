@@ -975,14 +975,20 @@ Result<Schedule> Builder::Build() {
 
 int Builder::SegmentOf(const std::string& scope) const {
   if (o_.mode != Mode::kTrain) return -1;
+  // Overlapping patterns (layer1 and layer1.0): the outermost module that
+  // matches wins, as a checkpoint around layer1 recomputes layer1.0 too;
+  // so the order of the patterns does not matter.
+  int best = -1;
   for (size_t i = 0; i < o_.checkpoint_segments.size(); ++i) {
     const std::string& m = o_.checkpoint_segments[i];
-    if (scope == m ||
-        (scope.size() > m.size() && scope.compare(0, m.size(), m) == 0 && scope[m.size()] == '.')) {
-      return static_cast<int>(i);
+    const bool match =
+        scope == m ||
+        (scope.size() > m.size() && scope.compare(0, m.size(), m) == 0 && scope[m.size()] == '.');
+    if (match && (best < 0 || m.size() < o_.checkpoint_segments[best].size())) {
+      best = static_cast<int>(i);
     }
   }
-  return -1;
+  return best;
 }
 
 // One native_group_norm for an exported decomposition (see fusion.h). It

@@ -1,8 +1,11 @@
 #ifndef MEMPLAN_PLANNER_STATUS_H_
 #define MEMPLAN_PLANNER_STATUS_H_
 
+#include <cstddef>
 #include <string>
 #include <utility>
+
+#include "planner/text.h"
 
 namespace memplan {
 
@@ -12,36 +15,24 @@ class Status {
  public:
   Status() = default;
   /// A failed status carrying `message`. Control characters (which a
-  /// hostile model can put in its names) are escaped as \xNN, so a message
-  /// is always one printable line.
+  /// hostile model can put in its names) and bytes that are not UTF-8 are
+  /// escaped as \xNN, so a message is always one printable line; a message
+  /// longer than kMaxMessageBytes keeps its start (the file, the node) and
+  /// its end (what is wrong) around "...".
   static Status Error(std::string message) { return Status(OneLine(std::move(message))); }
+  static constexpr size_t kMaxMessageBytes = 1000;
   bool ok() const { return !failed_; }
   const std::string& message() const { return message_; }
 
  private:
   explicit Status(std::string m) : failed_(true), message_(std::move(m)) {}
   static std::string OneLine(std::string m) {
-    size_t bad = 0;
-    for (char c : m) bad += IsControl(c) ? 1 : 0;
-    if (bad == 0) return m;
-    static const char kHex[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(m.size() + 3 * bad);
-    for (char c : m) {
-      if (!IsControl(c)) {
-        out += c;
-        continue;
-      }
-      const unsigned char u = static_cast<unsigned char>(c);
-      out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    }
-    return out;
-  }
-  static bool IsControl(char c) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    return u < 0x20 || u == 0x7f;
+    std::string line = PrintableText(m);
+    if (line.size() <= kMaxMessageBytes) return line;
+    const std::string head = Clip(line, 600);
+    size_t tail = line.size() - 300;
+    while (tail < line.size() && (static_cast<unsigned char>(line[tail]) & 0xc0) == 0x80) ++tail;
+    return head + " " + line.substr(tail);
   }
   bool failed_ = false;
   std::string message_;

@@ -10,6 +10,13 @@ memplan=$1
 corpus=$2
 models=$3
 limit=${MEMPLAN_CORPUS_TIMEOUT:-60}  # seconds per run; sanitizer builds are slower
+# Peak memory of each run (not under sanitizers, whose shadow memory counts):
+# at most MEMPLAN_CORPUS_MAX_RSS_MB (2 GiB).
+max_rss_kb=$((${MEMPLAN_CORPUS_MAX_RSS_MB:-2048} * 1024))
+measure=""
+if [ -z "${MEMPLAN_CORPUS_SANITIZED:-}" ] && [ -x /usr/bin/time ]; then measure=1; fi
+slowest_s=0
+slowest=""
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -38,11 +45,24 @@ run() {
   shift 2
   runs=$((runs + 1))
   local what="memplan $*"
-  timeout "$limit" "$memplan" "$@" >"$tmp/out" 2>"$tmp/err"
+  local start=$SECONDS
+  if [ -n "$measure" ]; then
+    timeout "$limit" /usr/bin/time -f %M -o "$tmp/rss" "$memplan" "$@" >"$tmp/out" 2>"$tmp/err"
+  else
+    timeout "$limit" "$memplan" "$@" >"$tmp/out" 2>"$tmp/err"
+  fi
   local rc=$?
   if [ "$rc" -eq 124 ]; then
     fail "$what: timed out after ${limit}s (hang?)"
     return
+  fi
+  if [ -n "$measure" ] && [ -s "$tmp/rss" ]; then
+    local rss
+    rss=$(tail -1 "$tmp/rss")
+    if [ "$rss" -gt "$max_rss_kb" ]; then
+      fail "$what: peak RSS ${rss} KiB is over $((max_rss_kb / 1024)) MiB"
+    fi
+    [ $((SECONDS - start)) -gt "$slowest_s" ] && slowest_s=$((SECONDS - start)) && slowest="$what"
   fi
   if [ "$rc" -ge 128 ]; then
     fail "$what: killed by signal $((rc - 128)) (crash)"
@@ -78,12 +98,19 @@ run() {
     "memplan: error: "*) ;;
     *) fail "$what: stderr is not 'memplan: error: ...': $line" ;;
   esac
-  # The message names the model file.
-  local arg model=""
+  # The message names a file of the command line (the model, a budget
+  # file, a baseline or an output), or the flag that is wrong.
+  local arg named=0 files=0
   for arg in "$@"; do
-    case "$arg" in *.onnx) model=$arg ;; esac
+    case "$arg" in
+      */*)
+        files=$((files + 1))
+        [[ "$line" == *"$(basename "$arg")"* ]] && named=1
+        ;;
+      --*) [[ "$line" == "memplan: error: $arg"* ]] && named=1 ;;
+    esac
   done
-  if [ -n "$model" ] && [[ "$line" != *"$(basename "$model")"* ]]; then
+  if [ "$files" -gt 0 ] && [ "$named" -eq 0 ]; then
     fail "$what: message does not name the file: $line"
   fi
   if [ -n "$sub" ] && [[ "$line" != *"$sub"* ]]; then
@@ -102,13 +129,37 @@ run_manifest() {
     args=${args//@c/$corpus}
     args=${args//@m/$models}
     args=${args//@t/$tmp}
+    args=${args//@f/$fifo}
     # shellcheck disable=SC2086  # arguments are space-separated, no quoting
     run "$want" "$sub" $args
   done <"$1"
 }
 
+# Outputs that name an input must leave it alone: the victim is checked
+# after the manifest.
+cp "$corpus/unsorted_valid.onnx" "$tmp/victim.onnx"
+cp "$corpus/budget_valid.json" "$tmp/victim.json"
+cp "$corpus/unsorted_valid.onnx" "$tmp/unsorted_valid.onnx"
+
 # 1. The manifest.
 run_manifest "$corpus/expected.txt"
+cmp -s "$corpus/unsorted_valid.onnx" "$tmp/victim.onnx" || fail "an output overwrote the model"
+cmp -s "$corpus/budget_valid.json" "$tmp/victim.json" || fail "an output overwrote the budget file"
+ls "$tmp" | grep -q '\.tmp\.' && fail "a temporary output file was left behind"
+
+# Overlapping --checkpoint patterns: the order does not change the plan.
+peak_of() {
+  timeout "$limit" "$memplan" plan --batch 8192 --format json "$corpus/checkpoint_overlap_valid.onnx" \
+    "$@" | grep -m1 '"allocated_bytes"'
+}
+runs=$((runs + 2))
+a=$(peak_of --checkpoint layer1 --checkpoint layer1.0 --checkpoint layer2.1)
+b=$(peak_of --checkpoint layer2.1 --checkpoint layer1.0 --checkpoint layer1)
+c=$(peak_of --checkpoint layer1 --checkpoint layer2.1)
+none=$(peak_of)
+if [ -z "$a" ] || [ "$a" != "$b" ] || [ "$a" != "$c" ] || [ "$a" = "$none" ]; then
+  fail "--checkpoint order changes the plan: '$a' vs '$b' vs '$c' (none: '$none')"
+fi
 
 # Known failures (bugs reported, not fixed yet): reported, not counted.
 if [ -f "$corpus/known_failures.txt" ]; then
@@ -168,5 +219,6 @@ else
   echo "note: strace unavailable; external data checked through the FIFO only"
 fi
 
+[ -n "$slowest" ] && echo "slowest run: ${slowest_s}s: $slowest"
 echo "corpus_test: $runs runs, $failures failures"
 [ "$failures" -eq 0 ]

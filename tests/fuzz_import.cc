@@ -1,5 +1,7 @@
 // libFuzzer target over everything `memplan plan --batch 2` does to a file:
-// import, shape inference, and planning (inference and training).
+// import, shape inference, and planning (inference and training); and over
+// the JSON inputs of `memplan check`: an input whose first non-blank byte is
+// '{' or '[' is read as a budget file (--config) and as a baseline.
 //
 // Built with -DMEMPLAN_FUZZ=ON and clang (see .ci/fuzz.sh). Without
 // libFuzzer the same file builds a regression runner
@@ -17,6 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "cli/check_config.h"
+#include "cli/files.h"
+#include "cli/report.h"
 #include "onnx_import/importer.h"
 #include "planner/graph.h"
 #include "planner/plan.h"
@@ -25,10 +30,11 @@
 namespace {
 
 constexpr char kSource[] = "fuzz.onnx";
+constexpr char kJsonSource[] = "fuzz.json";
 
 // Aborts unless `message` is one non-empty line naming the file.
-void CheckMessage(const std::string& message, const char* stage) {
-  const std::string prefix = std::string(kSource) + ": ";
+void CheckMessage(const std::string& message, const char* stage, const char* source = kSource) {
+  const std::string prefix = std::string(source) + ":";
   const bool ok = message.size() > prefix.size() &&
                   message.compare(0, prefix.size(), prefix) == 0 &&
                   message.find('\n') == std::string::npos;
@@ -38,7 +44,41 @@ void CheckMessage(const std::string& message, const char* stage) {
   }
 }
 
+// The budget file and baseline parsers (no models are read).
+void RunJson(const std::string& text) {
+  std::string metric = "device";
+  auto config = memplan::ParseCheckConfig(text, kJsonSource, &metric);
+  if (!config.ok()) CheckMessage(config.message(), "budget file", kJsonSource);
+  auto doc = memplan::ParseJsonDocument(text, kJsonSource);
+  if (!doc.ok()) {
+    CheckMessage(doc.message(), "baseline", kJsonSource);
+    return;
+  }
+  auto baseline = memplan::ParseBaseline(doc.value());
+  if (!baseline.ok()) {
+    CheckMessage(std::string(kJsonSource) + ": " + baseline.message(), "baseline", kJsonSource);
+    return;
+  }
+  for (const auto& kv : baseline.value()) {
+    for (const char* key : {"allocated_bytes", "reserved_bytes", "device_bytes"}) {
+      if (kv.second[key].get<int64_t>() < 0) {
+        std::fprintf(stderr, "fuzz_import: baseline accepted a negative %s\n", key);
+        std::abort();
+      }
+    }
+  }
+}
+
 void RunOne(const uint8_t* data, size_t size) {
+  size_t first = 0;
+  while (first < size && (data[first] == ' ' || data[first] == '\n' || data[first] == '\t' ||
+                          data[first] == '\r')) {
+    ++first;
+  }
+  if (first < size && (data[first] == '{' || data[first] == '[')) {
+    RunJson(std::string(reinterpret_cast<const char*>(data), size));
+    return;
+  }
   memplan::ImportLimits limits;
   // Keep single inputs fast; the limits themselves are tested by the corpus.
   limits.max_nodes = 20000;

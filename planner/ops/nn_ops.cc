@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "planner/checked.h"
+#include "planner/text.h"
 #include "planner/dtype.h"
 #include "planner/graph.h"
 #include "planner/op_registry.h"
@@ -593,7 +594,7 @@ Status EinsumShape(ShapeContext& ctx) {
   std::string err;
   const std::string eq = ctx.node().GetString("equation", "");
   if (!AnalyzeEinsum(eq, shapes, &info, &err)) {
-    return ctx.Error("bad equation '" + eq + "': " + err);
+    return ctx.Error("bad equation '" + Clip(eq, 200) + "': " + err);
   }
   return SetOut(ctx, 0, ctx.Input(0).dtype, info.output);
 }
@@ -1193,9 +1194,11 @@ Status ReduceShape(ShapeContext& ctx) {
   if (!NormalizeAxes(axes, rank, true, &norm)) {
     return ctx.Error("axes " + ShapeString(axes) + " are invalid for input of rank " + Str(rank));
   }
+  std::vector<char> is_reduced(static_cast<size_t>(rank), 0);
+  for (int64_t a : norm) is_reduced[a] = 1;
   std::vector<int64_t> out;
   for (int64_t i = 0; i < rank; ++i) {
-    const bool reduced = std::find(norm.begin(), norm.end(), i) != norm.end();
+    const bool reduced = is_reduced[i] != 0;
     if (!reduced) {
       out.push_back(x[i]);
     } else if (keepdims) {

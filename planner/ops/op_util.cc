@@ -33,8 +33,12 @@ bool NormalizeAxes(const std::vector<int64_t>& axes, int64_t rank, bool unique,
   for (int64_t a : axes) {
     int64_t n = 0;
     if (!NormalizeAxis(a, rank, &n)) return false;
-    if (unique && std::find(r.begin(), r.end(), n) != r.end()) return false;
     r.push_back(n);
+  }
+  if (unique) {  // Sorted copy: O(n log n) however many axes.
+    std::vector<int64_t> sorted = r;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) return false;
   }
   *out = std::move(r);
   return true;

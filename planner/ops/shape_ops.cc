@@ -506,6 +506,9 @@ Tensor* SeqOut(ShapeContext& ctx) {
   return t;
 }
 
+/// Most tensors in a sequence (SplitToSequence, SequenceInsert).
+constexpr int64_t kMaxSequenceLength = 1 << 16;
+
 Status SplitToSequenceShape(ShapeContext& ctx) {
   Status s = CheckInputs(ctx, 1, 2);
   if (!s.ok()) return s;
@@ -516,9 +519,15 @@ Status SplitToSequenceShape(ShapeContext& ctx) {
   }
   const int64_t dim = in.shape[axis];
   const bool keepdims = ctx.node().GetInt("keepdims", 1) != 0;
+  // One entry per element of the sequence is kept: bounded.
+  const auto too_many = [&](int64_t n) {
+    return ctx.Error("would make a sequence of " + std::to_string(n) +
+                     " tensors; memplan plans at most " + std::to_string(kMaxSequenceLength));
+  };
   Shape sizes;
   bool drop_axis = false;
   if (!ctx.HasInput(1)) {
+    if (dim > kMaxSequenceLength) return too_many(dim);
     sizes.assign(dim, 1);
     drop_axis = !keepdims;
   } else {
@@ -531,6 +540,7 @@ Status SplitToSequenceShape(ShapeContext& ctx) {
     if (sp.shape.empty()) {
       const int64_t c = sp.values[0];
       if (c <= 0) return ctx.Error("split size " + std::to_string(c) + " is not positive");
+      if (dim / c > kMaxSequenceLength) return too_many(dim / c);
       for (int64_t left = dim; left > 0; left -= std::min(c, left)) {
         sizes.push_back(std::min(c, left));
       }
@@ -602,7 +612,12 @@ Status SequenceConstructShape(ShapeContext& ctx) {
 Status SequenceEmptyShape(ShapeContext& ctx) {
   Tensor* out = SeqOut(ctx);
   if (out == nullptr) return Status();
-  out->dtype = static_cast<DType>(ctx.node().GetInt("dtype", 1));
+  const int64_t dtype = ctx.node().GetInt("dtype", 1);
+  if (dtype < 0 || dtype > std::numeric_limits<int>::max() ||
+      !IsKnownDType(static_cast<int>(dtype)) || dtype == 0) {
+    return ctx.Error("dtype " + std::to_string(dtype) + " is not an ONNX tensor type");
+  }
+  out->dtype = static_cast<DType>(dtype);
   return Status();
 }
 
@@ -611,6 +626,10 @@ Status SequenceInsertShape(ShapeContext& ctx) {
   if (!s.ok()) return s;
   const Tensor& seq = ctx.Input(0);
   if (!seq.is_sequence) return ctx.Error("input '" + seq.name + "' is not a sequence");
+  if (static_cast<int64_t>(seq.seq_shapes.size()) >= kMaxSequenceLength) {
+    return ctx.Error("would make a sequence of more than " + std::to_string(kMaxSequenceLength) +
+                     " tensors");
+  }
   std::vector<Shape> shapes = seq.seq_shapes;
   const int64_t n = static_cast<int64_t>(shapes.size());
   int64_t pos = n;

@@ -418,5 +418,236 @@ v = m.graph.value_info[3]
 v.type.tensor_type.shape.dim[1].dim_value += 1
 write_model("resnet18_wrong_value_info.onnx", m)
 
+# ---------------------------------------------------------------------------
+# Hostile input, round 2: injection, hangs, blow-ups, ignored semantics.
+
+
+def external_weight(name, dims):
+    t = helper.make_tensor(name, FLOAT, [1], [0.0])
+    t.ClearField("float_data")
+    t.ClearField("dims")
+    t.dims.extend(dims)
+    t.data_location = TensorProto.EXTERNAL  # never opened: keeps the file small
+    t.external_data.add(key="location", value="weights.bin")
+    return t
+
+
+def mlp_blocks(names, width=64, batch="batch", seq=None):
+    """x -> [MatMul -> Relu -> MatMul -> Relu] per block (4x wider inside),
+    each node named after its block's module path (TorchScript style:
+    /MODULE/OP)."""
+    nodes, inits, prev = [], [], "x"
+    for i, mod in enumerate(names):
+        inits += [external_weight("w%d_1" % i, [width, 4 * width]),
+                  external_weight("w%d_2" % i, [4 * width, width])]
+        nodes += [helper.make_node("MatMul", [prev, "w%d_1" % i], ["h%d" % i],
+                                   name="/%s/fc1/MatMul" % mod),
+                  helper.make_node("Relu", ["h%d" % i], ["a%d" % i], name="/%s/act1/Relu" % mod),
+                  helper.make_node("MatMul", ["a%d" % i, "w%d_2" % i], ["m%d" % i],
+                                   name="/%s/fc2/MatMul" % mod)]
+        out = "y" if i == len(names) - 1 else "r%d" % i
+        nodes.append(helper.make_node("Relu", ["m%d" % i], [out], name="/%s/act2/Relu" % mod))
+        prev = out
+    dims = [batch, width] if seq is None else [batch, seq, width]
+    return helper.make_graph(nodes, "blocks", [vi("x", dims)], [vi("y", dims)], initializer=inits)
+
+
+# Module names that would be live code if pasted raw into the CHECKPOINT list
+# of advise's PyTorch snippet (and a backtick that would end its Markdown
+# code block).
+EVIL = 'evil"),__import__("os").system("echo pwned"),("`%d'
+write_model("advise_injection.onnx",
+            model_of(mlp_blocks([EVIL % i for i in range(1, 9)], 256, seq=4096)))
+# An ESC sequence in producer_name would reach the terminal raw.
+m = model_of(relu_graph())
+m.producer_name = "evil\x1b[2J\x1b[1;1Hmemplan: error: forged"
+write_model("escape_in_producer_name.onnx", m)
+# A 3000-byte node name (within the limit): tables must stay one row.
+g = relu_graph()
+g.node[0].name = "n" * 3000
+write_model("long_node_name_valid.onnx", model_of(g))
+# A 5000-byte node name: over the 4096-byte limit.
+g = relu_graph()
+g.node[0].name = "n" * 5000
+write_model("node_name_too_long.onnx", model_of(g))
+# Markdown and HTML metacharacters in a node name (valid; escaped on output).
+g = relu_graph()
+g.node[0].name = "<script>alert(1)</script>|**x**|`y`"
+write_model("markup_in_node_name.onnx", model_of(g))
+
+# Invalid UTF-8 in a tensor name (written by hand: protobuf refuses it).
+good = model_of(relu_graph()).SerializeToString()
+write_bytes("invalid_utf8_tensor_name.onnx", good.replace(b"\x12\x01y", b"\x12\x01\xff", 1)
+            if b"\x12\x01y" in good else good)
+
+# The parameter classifier: nine levels of Expand, each listing its input 12
+# times (the classifier followed every listing: 12^9 paths).
+nodes, prev = [], "w"
+for level in range(9):
+    nodes.append(helper.make_node("Expand", [prev] * 12, ["e%d" % level], name="ex%d" % level))
+    prev = "e%d" % level
+nodes.append(helper.make_node("Add", ["x", prev], ["y"], name="add"))
+w = helper.make_tensor("w", FLOAT, [1, 4], [0.0] * 4)
+g = helper.make_graph(nodes, "fanout", [vi("x", ["batch", 4])], [vi("y", ["batch", 4])],
+                      initializer=[w])
+write_model("expand_fanout.onnx", model_of(g))
+# One initializer listed 12,000 times in a Sum.
+w = helper.make_tensor("w", FLOAT, [4], [0.0] * 4)
+g = helper.make_graph([helper.make_node("Sum", ["x"] + ["w"] * 12000, ["y"], name="sum")], "sum",
+                      [vi("x", ["batch", 4])], [vi("y", ["batch", 4])], initializer=[w])
+data = model_of(g).SerializeToString()
+with open(os.path.join(HERE, "sum_12k_copies_valid.onnx.gz"), "wb") as f:
+    f.write(gzip.compress(data, compresslevel=9, mtime=0))
+written.append("sum_12k_copies_valid.onnx.gz")
+# 200,000 initializers into one Concat.
+N = 200000
+inits = [helper.make_tensor("c%d" % i, FLOAT, [1, 2], [0.0, 0.0]) for i in range(N)]
+g = helper.make_graph([helper.make_node("Concat", ["c%d" % i for i in range(N)], ["cat"], axis=0),
+                       helper.make_node("Add", ["x", "cat"], ["y"], name="add")],
+                      "concat", [vi("x", [N, 2])], [vi("y", [N, 2])], initializer=inits)
+data = model_of(g).SerializeToString()
+with open(os.path.join(HERE, "concat_200k_initializers_valid.onnx.gz"), "wb") as f:
+    f.write(gzip.compress(data, compresslevel=9, mtime=0))
+written.append("concat_200k_initializers_valid.onnx.gz")
+# A Transpose with a 600,000-entry perm, an Unsqueeze with 600,000 axes.
+g = helper.make_graph([helper.make_node("Transpose", ["x"], ["y"], name="tr",
+                                        perm=list(range(600000)))],
+                      "tr", [vi("x", ["batch", 4])], [vi("y", None)])
+data = model_of(g).SerializeToString()
+with open(os.path.join(HERE, "transpose_rank_600k.onnx.gz"), "wb") as f:
+    f.write(gzip.compress(data, compresslevel=9, mtime=0))
+written.append("transpose_rank_600k.onnx.gz")
+axes = helper.make_tensor("axes", TensorProto.INT64, [600000], list(range(600000)))
+g = helper.make_graph([helper.make_node("Unsqueeze", ["x", "axes"], ["y"], name="unsq")],
+                      "unsq", [vi("x", ["batch", 4])], [vi("y", None)], initializer=[axes])
+data = model_of(g).SerializeToString()
+with open(os.path.join(HERE, "unsqueeze_600k_axes.onnx.gz"), "wb") as f:
+    f.write(gzip.compress(data, compresslevel=9, mtime=0))
+written.append("unsqueeze_600k_axes.onnx.gz")
+# Module paths: 12 TorchScript names 12,000 levels deep; one 600 KB name.
+nodes, prev = [], "x"
+for i in range(12):
+    out = "y" if i == 11 else "t%d" % i
+    nodes.append(helper.make_node("Relu", [prev], [out], name="/a" * 12000 + "/Relu%d" % i))
+    prev = out
+g = helper.make_graph(nodes, "deep", [vi("x", ["batch", 4])], [vi("y", ["batch", 4])])
+write_model("module_path_12k_levels.onnx", model_of(g))
+g = relu_graph()
+g.node[0].name = "/m" * 300000 + "/Relu"
+write_model("module_path_600kb_name.onnx", model_of(g))
+# Within the name limit (4005 bytes), 2,000 levels: over the module depth limit.
+g = relu_graph()
+g.node[0].name = "/a" * 2000 + "/Relu"
+write_model("module_path_2k_levels.onnx", model_of(g))
+# SplitToSequence over a [batch, 3e8] tensor: one entry per element.
+g = helper.make_graph([helper.make_node("SplitToSequence", ["x"], ["s"], name="split", axis=1)],
+                      "seq", [vi("x", ["batch", 300000000])],
+                      [helper.make_tensor_sequence_value_info("s", FLOAT, None)])
+write_model("split_to_sequence_3e8.onnx", model_of(g))
+# SequenceEmpty of dtype 999.
+g = helper.make_graph([helper.make_node("SequenceEmpty", [], ["s"], name="empty", dtype=999),
+                       helper.make_node("Relu", ["x"], ["y"], name="relu")],
+                      "seqe", [vi("x", ["batch", 4])],
+                      [vi("y", ["batch", 4]), helper.make_tensor_sequence_value_info("s", FLOAT, None)])
+write_model("sequence_empty_dtype_999.onnx", model_of(g))
+# A huge doc_string (1 MiB here; the model itself is tiny).
+m = model_of(relu_graph())
+m.doc_string = "d" * (1 << 20)
+m.graph.node[0].doc_string = "d" * (1 << 20)
+data = m.SerializeToString()
+with open(os.path.join(HERE, "huge_doc_string_valid.onnx.gz"), "wb") as f:
+    f.write(gzip.compress(data, compresslevel=9, mtime=0))
+written.append("huge_doc_string_valid.onnx.gz")
+# A valid chain of 999,000 nodes, within the 1,000,000-node limit.
+N = 999000
+nodes, prev = [], "x"
+for i in range(N):
+    out = "y" if i == N - 1 else "t%d" % i
+    nodes.append(helper.make_node("Relu" if i % 2 else "Neg", [prev], [out]))
+    prev = out
+g = helper.make_graph(nodes, "chain", [vi("x", ["batch", 8])], [vi("y", ["batch", 8])])
+data = model_of(g).SerializeToString()
+with open(os.path.join(HERE, "chain_999k_valid.onnx.gz"), "wb") as f:
+    f.write(gzip.compress(data, compresslevel=9, mtime=0))
+written.append("chain_999k_valid.onnx.gz")
+del nodes, g, data
+
+# An Einsum equation of 256 KB: the message must not echo it whole.
+g = helper.make_graph([helper.make_node("Einsum", ["x"], ["y"], name="ein",
+                                        equation="ij" + "," * (1 << 18) + "->ij")],
+                      "ein", [vi("x", ["batch", 4])], [vi("y", None)])
+write_model("einsum_256kb_equation.onnx", model_of(g))
+
+# A graph input shadowed by an initializer (IR >= 4): still an input.
+w = helper.make_tensor("x", FLOAT, [1, 4], [0.0] * 4)
+g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "shadow",
+                      [vi("x", ["batch", 4])], [vi("y", ["batch", 4])], initializer=[w])
+write_model("input_shadowed_by_initializer_valid.onnx", model_of(g))
+# An attribute of the wrong type: axes as FLOATS.
+g = helper.make_graph([helper.make_node("ReduceSum", ["x"], ["y"], name="rsum", keepdims=1)],
+                      "wrongattr", [vi("x", ["batch", 4])], [vi("y", None)])
+g.node[0].attribute.append(helper.make_attribute("axes", [1.0]))
+write_model("attribute_wrong_type.onnx", model_of(g, opset=11))
+# A model-local function whose body builds a 4 GB tensor.
+shape_c = helper.make_node("Constant", [], ["shp"], value=helper.make_tensor(
+    "shp", TensorProto.INT64, [2], [1 << 15, 1 << 15]))
+body = [shape_c, helper.make_node("Expand", ["a", "shp"], ["big"]),
+        helper.make_node("ReduceSum", ["big"], ["b"], keepdims=0)]
+fn = helper.make_function("local", "Blowup", ["a"], ["b"], body,
+                          [helper.make_opsetid("", 17)])
+g = helper.make_graph([helper.make_node("Blowup", ["x"], ["y"], name="call", domain="local")],
+                      "fn", [vi("x", ["batch", 4])], [vi("y", None)])
+m = model_of(g, opsets=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)])
+m.functions.append(fn)
+write_model("local_function_4gb.onnx", m)
+# Self- and mutually recursive local functions.
+f1 = helper.make_function("local", "F", ["a"], ["b"], [helper.make_node("F", ["a"], ["b"], domain="local")],
+                          [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)])
+g = helper.make_graph([helper.make_node("F", ["x"], ["y"], name="call", domain="local")],
+                      "rec", [vi("x", ["batch", 4])], [vi("y", None)])
+m = model_of(g, opsets=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)])
+m.functions.append(f1)
+write_model("local_function_self_recursive.onnx", m)
+fa = helper.make_function("local", "A", ["a"], ["b"], [helper.make_node("B", ["a"], ["b"], domain="local")],
+                          [helper.make_opsetid("local", 1)])
+fb = helper.make_function("local", "B", ["a"], ["b"], [helper.make_node("A", ["a"], ["b"], domain="local")],
+                          [helper.make_opsetid("local", 1)])
+g = helper.make_graph([helper.make_node("A", ["x"], ["y"], name="call", domain="local")],
+                      "mrec", [vi("x", ["batch", 4])], [vi("y", None)])
+m = model_of(g, opsets=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)])
+m.functions.extend([fa, fb])
+write_model("local_function_mutually_recursive.onnx", m)
+# An If branch that reads a name defined nowhere.
+then_g = helper.make_graph([helper.make_node("Relu", ["nowhere"], ["t"], name="then_relu")], "then",
+                           [], [vi("t", ["batch", 4])])
+else_g = helper.make_graph([helper.make_node("Identity", ["x"], ["e"], name="else_id")], "else",
+                           [], [vi("e", ["batch", 4])])
+g = helper.make_graph([helper.make_node("If", ["cond"], ["y"], name="if", then_branch=then_g,
+                                        else_branch=else_g)],
+                      "ifundef", [vi("x", ["batch", 4]), vi("cond", [], TensorProto.BOOL)],
+                      [vi("y", ["batch", 4])])
+write_model("if_branch_undefined_name.onnx", model_of(g))
+# Opset 99 overridden by a second ai.onnx entry.
+write_model("duplicate_default_opset.onnx", model_of(relu_graph(), opsets=[
+    helper.make_opsetid("", 99), helper.make_opsetid("ai.onnx", 17)]))
+# Checkpoint patterns that overlap (layer1 and layer1.0): order must not matter.
+names = ["layer1/layer1.0", "layer1/layer1.1", "layer2/layer2.0", "layer2/layer2.1"]
+write_model("checkpoint_overlap_valid.onnx", model_of(mlp_blocks(names, 128)))
+
+# Budget files (check --config) and baselines (check --baseline).
+write_bytes("budget_valid.json", b'{"checks": [{"model": "unsorted_valid.onnx", "batch": 2, '
+            b'"budget": "1GiB"}]}\n')
+write_bytes("budget_nested_300k.json", b"[" * 300000 + b"]" * 300000)
+write_bytes("budget_trailing_nul.json", b'{"checks": [{"model": "unsorted_valid.onnx", '
+            b'"batch": 2, "budget": "1GiB"}]}\x00\x00garbage{')
+write_bytes("budget_control_char_name.json", b'{"checks": [{"name": "a\\u001b[2Jb", '
+            b'"model": "unsorted_valid.onnx", "batch": 2, "budget": "1GiB"}]}')
+write_bytes("budget_long_value.json", b'{"checks": [{"model": "unsorted_valid.onnx", "batch": 2, '
+            b'"budget": "1GiB", "precision": "' + b"x" * 100000 + b'"}]}')
+BASELINE = ('{"checks": [{"name": "unsorted_valid.onnx train b2 fp32 adamw", "plan": {"peak": '
+            '{"allocated_bytes": 4096, "reserved_bytes": 2097152, "device_bytes": %s}}}]}')
+write_bytes("baseline_negative.json", (BASELINE % "-1").encode())
+write_bytes("baseline_u64_max.json", (BASELINE % str(2 ** 64 - 1)).encode())
+
 total = sum(os.path.getsize(os.path.join(HERE, n)) for n in written)
 print("wrote %d files, %d bytes" % (len(written), total))
