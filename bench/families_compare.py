@@ -15,10 +15,15 @@ import sys
 MIB = 1 << 20
 # the loss bench/families.py trains each model with (cross entropy otherwise)
 LOSS = {"unet_ldm": "mse"}
+# models whose batch is not dim 0 of the first input: bound by the symbol's name
+BATCH_SYMBOL = {"gru_seqfirst": "batch"}
 
 
 def plan(memplan, onnx, mode, batch, prec, step):
-    cmd = [memplan, "plan", onnx, "--mode", mode, "--batch", str(batch), "--format", "json"]
+    name = os.path.basename(onnx)[:-len("_train.onnx")]
+    bind = (["--dim", f"{BATCH_SYMBOL[name]}={batch}"] if name in BATCH_SYMBOL else
+            ["--batch", str(batch)])
+    cmd = [memplan, "plan", onnx, "--mode", mode, *bind, "--format", "json"]
     if mode == "train":
         cmd += ["--precision", prec, "--optimizer", "adamw", "--step", step,
                 "--loss", LOSS.get(os.path.basename(onnx)[:-len("_train.onnx")], "cross_entropy")]

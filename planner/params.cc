@@ -5,6 +5,7 @@
 #include <string>
 
 #include "planner/checked.h"
+#include "planner/shape_inference.h"
 
 namespace memplan {
 namespace {
@@ -16,8 +17,15 @@ bool IsPassThrough(const std::string& op) {
   return kOps.count(op) != 0;
 }
 
-// True when input slot `slot` of `n` is a trainable-weight slot.
-bool IsWeightSlot(const Node& n, int slot) {
+// Elementwise and concatenation slots: a learned positional embedding or
+// class token added or concatenated to an activation.
+bool IsElementwiseOp(const std::string& op) {
+  static const std::set<std::string> kOps = {"Add", "Sub", "Mul", "Div", "Concat", "Where"};
+  return kOps.count(op) != 0;
+}
+
+// True when input slot `slot` of `n` is the weight slot of a compute op.
+bool IsComputeWeightSlot(const Node& n, int slot) {
   if (!n.domain.empty()) return false;
   const std::string& op = n.op_type;
   if (op == "Conv" || op == "ConvTranspose") return slot == 1 || slot == 2;
@@ -31,48 +39,17 @@ bool IsWeightSlot(const Node& n, int slot) {
   if (op == "Gather" || op == "GatherND" || op == "GatherElements") return slot == 0;
   if (op == "LSTM" || op == "GRU" || op == "RNN") return slot >= 1 && slot <= 3;
   if (op == "PRelu") return slot == 1;
-  static const std::set<std::string> kElementwise = {"Add", "Sub", "Mul", "Div", "Concat", "Where"};
-  return kElementwise.count(op) != 0;
+  return false;
 }
 
-// Most pass-through ops between an initializer and the weight slot it feeds.
-constexpr int kMaxPassThroughHops = 8;
-
-// For every tensor, the fewest pass-through ops (slot 0 of Reshape,
-// Transpose, ...) between it and a weight slot, or kMaxPassThroughHops + 1
-// when there is none within kMaxPassThroughHops. Linear in nodes + edges:
-// one pass marks the weight slots, then each round extends the paths by one
-// hop (a round visits each node once, however its outputs fan out).
-std::vector<int> HopsToWeightSlot(const Graph& g) {
-  const int far = kMaxPassThroughHops + 1;
-  std::vector<int> hops(g.tensors.size(), far);
-  std::vector<char> pass_through(g.nodes.size(), 0);
-  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
-    const Node& n = g.nodes[ni];
-    pass_through[ni] = IsPassThrough(n.op_type) ? 1 : 0;
-    for (int slot = 0; slot < static_cast<int>(n.inputs.size()); ++slot) {
-      const int t = n.inputs[slot];
-      if (t < 0) continue;
-      if (!(pass_through[ni] && slot == 0) && IsWeightSlot(n, slot)) hops[t] = 0;
-    }
-  }
-  for (int round = 1; round <= kMaxPassThroughHops; ++round) {
-    bool changed = false;
-    for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
-      const Node& n = g.nodes[ni];
-      if (!pass_through[ni] || n.inputs.empty() || n.inputs[0] < 0) continue;
-      int best = far;
-      for (int out : n.outputs) {
-        if (out >= 0) best = std::min(best, hops[out] + 1);
-      }
-      if (best < hops[n.inputs[0]]) {
-        hops[n.inputs[0]] = best;
-        changed = true;
-      }
-    }
-    if (!changed) break;
-  }
-  return hops;
+// Ops that only rearrange a weight's values on its way to a compute op:
+// slices and their concatenation, as exporters write the gate reordering of
+// recurrent weights (PyTorch's i,f,g,o rows become ONNX's i,o,f,c by Slice
+// and Concat before the LSTM node).
+bool IsRearranging(const Node& n, int slot) {
+  if (!n.domain.empty()) return false;
+  if (IsPassThrough(n.op_type) || n.op_type == "Slice" || n.op_type == "Split") return slot == 0;
+  return n.op_type == "Concat";
 }
 
 int64_t DeclaredNumel(const Tensor& t) {
@@ -87,7 +64,38 @@ int64_t DeclaredNumel(const Tensor& t) {
 
 std::vector<InitRole> ClassifyInitializers(const Graph& g) {
   std::vector<InitRole> roles(g.tensors.size(), InitRole::kConstant);
-  const std::vector<int> hops = HopsToWeightSlot(g);
+  // Two reachabilities per tensor, from the last node back (each node and
+  // each input edge once): `weight` reaches a compute op's weight slot
+  // through pass-through and rearranging ops; `elementwise` reaches an
+  // elementwise or Concat input through pass-through ops only (a slice of a
+  // buffer multiplied in, such as a rotary cos/sin table, stays a buffer).
+  std::vector<char> weight(g.tensors.size(), 0);
+  std::vector<char> elementwise(g.tensors.size(), 0);
+  Result<std::vector<int>> topo = TopologicalOrder(g);
+  std::vector<int> order;
+  if (topo.ok()) {
+    order = std::move(topo.value());
+  } else {
+    for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) order.push_back(i);
+  }
+  for (size_t k = order.size(); k-- > 0;) {
+    const Node& n = g.nodes[order[k]];
+    bool out_weight = false;
+    bool out_elementwise = false;
+    for (int out : n.outputs) {
+      if (out < 0) continue;
+      out_weight = out_weight || weight[out];
+      out_elementwise = out_elementwise || elementwise[out];
+    }
+    const bool pass = n.domain.empty() && IsPassThrough(n.op_type);
+    const bool elementwise_op = n.domain.empty() && IsElementwiseOp(n.op_type);
+    for (int slot = 0; slot < static_cast<int>(n.inputs.size()); ++slot) {
+      const int t = n.inputs[slot];
+      if (t < 0) continue;
+      if (IsComputeWeightSlot(n, slot) || (out_weight && IsRearranging(n, slot))) weight[t] = 1;
+      if (elementwise_op || (out_elementwise && pass && slot == 0)) elementwise[t] = 1;
+    }
+  }
   for (int id : g.initializers) {
     const Tensor& t = g.tensors[id];
     if (!IsFloat(t.dtype) || DeclaredNumel(t) <= 1) continue;
@@ -99,7 +107,7 @@ std::vector<InitRole> ClassifyInitializers(const Graph& g) {
         if (n.inputs[slot] == id) running_stat = true;
       }
     }
-    roles[id] = (!running_stat && hops[id] <= kMaxPassThroughHops) ? InitRole::kParameter
+    roles[id] = (!running_stat && (weight[id] || elementwise[id])) ? InitRole::kParameter
                                                                    : InitRole::kBuffer;
   }
   return roles;

@@ -18,14 +18,17 @@ enum class InitRole {
 
 /// Classifies every initializer of `g` (indexed like g.tensors; activations
 /// get kConstant). Rule: a float initializer with more than one element is a
-/// parameter when, looking through view/cast ops (Reshape, Transpose,
-/// Identity, Cast, CastLike, Unsqueeze, Squeeze, Expand, Flatten), it feeds a
-/// weight slot of a compute op (Conv/ConvTranspose W and B, Gemm and MatMul
-/// operands, the scale and bias of the normalisations, an embedding table
-/// read by Gather, RNN weights, PRelu slope) or an elementwise/Concat input
-/// (learned positional embeddings, class tokens). BatchNormalization's
-/// running mean and variance are buffers; so is any float initializer that
-/// reaches no such slot. Integer, bool and one-element tensors are constants.
+/// parameter when it feeds a weight slot of a compute op (Conv/ConvTranspose
+/// W and B, Gemm and MatMul operands, the scale and bias of the
+/// normalisations, an embedding table read by Gather, RNN weights, PRelu
+/// slope) through view/cast ops (Reshape, Transpose, Identity, Cast, CastLike,
+/// Unsqueeze, Squeeze, Expand, Flatten) and value-rearranging ops (Slice,
+/// Split, Concat: the exporters' gate reordering of LSTM/GRU weights), or an
+/// elementwise/Concat input through view/cast ops only (learned positional
+/// embeddings, class tokens). BatchNormalization's running mean and variance
+/// are buffers; so is any float initializer that reaches no such slot (a
+/// sliced rotary table multiplied in). Integer, bool and one-element tensors
+/// are constants. Linear in nodes and edges.
 std::vector<InitRole> ClassifyInitializers(const Graph& g);
 
 /// Totals over the initializers.

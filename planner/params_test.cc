@@ -206,5 +206,95 @@ TEST(Params, UnreachedFloatInitializerIsABuffer) {
   EXPECT_EQ(s.parameter_count, 0);
 }
 
+// How the dynamo exporter writes nn.LSTM's weights: PyTorch's gate rows
+// (i, f, g, o) are sliced and concatenated into ONNX's order (i, o, f, c),
+// then unsqueezed to [dirs, 4H, .] before the LSTM node.
+TEST(Params, LstmWeightsThroughGateReorderingAreParameters) {
+  const int64_t hidden = 8;
+  const int64_t input = 5;
+  GraphBuilder b;
+  b.Input("x", {D(7), S("N"), D(input)});
+  b.Init("weight_ih", {4 * hidden, input});
+  b.Init("weight_hh", {4 * hidden, hidden});
+  b.Init("bias_ih", {4 * hidden});
+  b.Init("bias_hh", {4 * hidden});
+  b.Ints("axes", {0});
+  for (const char* w : {"weight_ih", "weight_hh", "bias_ih", "bias_hh"}) {
+    const std::string n = w;
+    for (int gate = 0; gate < 4; ++gate) {
+      b.Ints(n + "_s" + std::to_string(gate), {gate * hidden});
+      b.Ints(n + "_e" + std::to_string(gate), {(gate + 1) * hidden});
+      b.Op("Slice", {n, n + "_s" + std::to_string(gate), n + "_e" + std::to_string(gate), "axes"},
+           {n + "_g" + std::to_string(gate)});
+    }
+    b.Op("Concat", {n + "_g0", n + "_g3", n + "_g1", n + "_g2"}, {n + "_r"}).attrs["axis"] =
+        IntAttr(0);
+  }
+  b.Op("Unsqueeze", {"weight_ih_r", "axes"}, {"W"});
+  b.Op("Unsqueeze", {"weight_hh_r", "axes"}, {"R"});
+  b.Op("Concat", {"bias_ih_r", "bias_hh_r"}, {"bias"}).attrs["axis"] = IntAttr(0);
+  b.Op("Unsqueeze", {"bias", "axes"}, {"B"});
+  b.Op("LSTM", {"x", "W", "R", "B"}, {"y"}).attrs["hidden_size"] = IntAttr(hidden);
+  b.Output("y");
+  b.g.Link();
+  const auto roles = ClassifyInitializers(b.g);
+  for (const char* w : {"weight_ih", "weight_hh", "bias_ih", "bias_hh"}) {
+    EXPECT_EQ(RoleOf(b, roles, w), InitRole::kParameter) << w;
+  }
+  // nn.LSTM(5, 8).parameters(): 4*8*5 + 4*8*8 + 2 * 4*8 = 160 + 256 + 64.
+  EXPECT_EQ(SummarizeParams(b.g, roles).parameter_count, 480);
+}
+
+// Rotary embeddings: a cos table buffer sliced to the sequence and
+// multiplied into q is read, never trained.
+TEST(Params, SlicedTableMultipliedInIsABuffer) {
+  GraphBuilder b;
+  b.Input("q", {S("N"), D(16), D(8)});
+  b.Init("cos_cached", {64, 8});
+  b.Init("pos_table", {64, 8});
+  b.Ints("zero", {0});
+  b.Ints("sixteen", {16});
+  b.Op("Slice", {"cos_cached", "zero", "sixteen", "zero"}, {"cos"});
+  b.Op("Mul", {"q", "cos"}, {"qc"});
+  // A sliced learned table that reaches a MatMul is trained.
+  b.Op("Slice", {"pos_table", "zero", "sixteen", "zero"}, {"pos"});
+  b.Op("Transpose", {"pos"}, {"posT"}).attrs["perm"] = IntsAttr({1, 0});
+  b.Op("MatMul", {"qc", "posT"}, {"y"});
+  b.Output("y");
+  b.g.Link();
+  const auto roles = ClassifyInitializers(b.g);
+  EXPECT_EQ(RoleOf(b, roles, "cos_cached"), InitRole::kBuffer);
+  EXPECT_EQ(RoleOf(b, roles, "pos_table"), InitRole::kParameter);
+}
+
+// Deep chains and diamonds of view ops are followed to any depth, each node
+// once: 3000 levels of a diamond would be 2^3000 paths for a walker that
+// revisits shared tensors.
+TEST(Params, DeepDiamondChainsAreFollowedOnce) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(4)});
+  b.Init("w", {4, 4});
+  std::string cur = "w";
+  for (int i = 0; i < 3000; ++i) {
+    const std::string a = "a" + std::to_string(i);
+    const std::string c = "c" + std::to_string(i);
+    const std::string d = "d" + std::to_string(i);
+    b.Op("Identity", {cur}, {a});
+    b.Op("Identity", {cur}, {c});
+    b.Op("Concat", {a, c}, {d}).attrs["axis"] = IntAttr(0);
+    cur = d;
+  }
+  b.Init("unused_deep", {4, 4});
+  b.Op("Identity", {"unused_deep"}, {"u"});
+  b.Op("Greater", {"x", "u"}, {"g"});
+  b.Op("MatMul", {"x", cur}, {"y"});
+  b.Output("y");
+  b.Output("g");
+  b.g.Link();
+  const auto roles = ClassifyInitializers(b.g);
+  EXPECT_EQ(RoleOf(b, roles, "w"), InitRole::kParameter);
+  EXPECT_EQ(RoleOf(b, roles, "unused_deep"), InitRole::kBuffer);
+}
+
 }  // namespace
 }  // namespace memplan

@@ -199,6 +199,9 @@ class Simulator {
   void OptimizerStep(bool first);
   void ReleaseForward();
   void AddGrad(int val, int grad_storage);
+  // The gradients of a grad_in_weight_pass op's weights: one allocation
+  // each, or one for all (flat_weight_grads).
+  void WeightPassGrads(const ExecOp& op, std::vector<std::pair<int, int>>* produced);
   int ValStorage(int v) const { return storage_of_val_[root_[v]]; }
   bool IsGraphInput(int v) const {
     for (int x : s_.inputs) {
@@ -209,7 +212,9 @@ class Simulator {
   // Runs `op`'s kernel: its outputs get storage (a view's base, the input it
   // overwrites in place, or a new allocation), then its workspace comes and
   // goes. `grad_mode`: outputs that backward keeps count as saved.
-  void RunKernel(const ExecOp& op, bool grad_mode, bool input_dies_here);
+  // `keep_at` >= 0: what the op keeps for backward is referenced as op
+  // `keep_at`'s (inside the call for saved_in_kernel ops, else after it).
+  void RunKernel(const ExecOp& op, bool grad_mode, bool input_dies_here, int keep_at);
   // References what `op` keeps for backward (new tensors allocated).
   void KeepSaved(const ExecOp& op, size_t i);
   // The storage an in-place run of `op` writes into (its first input's, when
@@ -241,6 +246,7 @@ class Simulator {
   std::vector<std::vector<int>> release_;  // per op: values that die after it
   bool fwd_workspace_ = false;
   bool bwd_workspace_ = false;
+  bool process_state_ = false;
   // Per iteration.
   std::vector<std::vector<int>> saved_storages_;  // per op: storages referenced
   std::vector<int> held_;                         // weight-cache refs
@@ -308,7 +314,12 @@ void Simulator::LoadModel() {
   }
 }
 
-void Simulator::RunKernel(const ExecOp& op, bool grad_mode, bool input_dies_here) {
+void Simulator::RunKernel(const ExecOp& op, bool grad_mode, bool input_dies_here, int keep_at) {
+  if (op.process_state_bytes > 0 && !process_state_) {
+    process_state_ = true;
+    Ref(AllocNew(op.process_state_bytes, Category::kWorkspaces));
+  }
+  const int temp = op.fwd_temp_bytes > 0 ? AllocNew(op.fwd_temp_bytes, Category::kTransients) : -1;
   const int inplace = InPlaceStorage(op, input_dies_here);
   for (int v : op.out) {
     if (v < 0 || s_.vals[v].phantom) continue;
@@ -331,7 +342,11 @@ void Simulator::RunKernel(const ExecOp& op, bool grad_mode, bool input_dies_here
     Ref(st);
   }
   // Kernels take their workspace after the outputs exist.
-  if (op.fwd_workspace > 0) Free(AllocNew(op.fwd_workspace, Category::kWorkspaces));
+  const int ws = op.fwd_workspace > 0 ? AllocNew(op.fwd_workspace, Category::kWorkspaces) : -1;
+  if (keep_at >= 0 && op.saved_in_kernel) KeepSaved(op, keep_at);
+  if (ws >= 0) Free(ws);
+  if (temp >= 0) Free(temp);
+  if (keep_at >= 0 && !op.saved_in_kernel) KeepSaved(op, keep_at);
 }
 
 void Simulator::KeepSaved(const ExecOp& op, size_t i) {
@@ -372,8 +387,8 @@ void Simulator::Forward(bool grad_mode) {
       Ref(AllocNew(kCublasWorkspaceBytes, Category::kWorkspaces));
     }
     RunKernel(op, grad_mode,
-              !op.in.empty() && op.in[0] >= 0 && last_use_[op.in[0]] == static_cast<int>(i));
-    if (grad_mode && !checkpointed) KeepSaved(op, i);
+              !op.in.empty() && op.in[0] >= 0 && last_use_[op.in[0]] == static_cast<int>(i),
+              grad_mode && !checkpointed ? static_cast<int>(i) : -1);
     if (grad_mode) {
       if (op.hold_to_forward_end) {
         for (int v : op.out) {
@@ -462,16 +477,48 @@ void Simulator::AddGrad(int val, int g) {
   grad_of_[val] = g;
 }
 
+void Simulator::WeightPassGrads(const ExecOp& op, std::vector<std::pair<int, int>>* produced) {
+  std::vector<int> weights;
+  int64_t total = 0;
+  for (size_t i = 0; i < op.in.size() && i < op.grad_in_weight_pass.size(); ++i) {
+    if (!op.grad_in[i] || !op.grad_in_weight_pass[i]) continue;
+    weights.push_back(op.in[i]);
+    total = SatAdd(total, s_.vals[op.in[i]].bytes);
+  }
+  if (weights.empty()) return;
+  bool params = true;
+  for (int v : weights) params = params && s_.vals[v].is_param;
+  const Category cat = params ? Category::kGradients : Category::kTransients;
+  if (op.flat_weight_grads) {
+    const int st = AllocNew(total, cat);
+    for (int v : weights) {
+      Ref(st);
+      produced->emplace_back(v, st);
+    }
+    return;
+  }
+  for (int v : weights) {
+    const int st = AllocNew(s_.vals[v].bytes, s_.vals[v].is_param ? cat : Category::kTransients);
+    Ref(st);
+    produced->emplace_back(v, st);
+  }
+}
+
 void Simulator::Backward() {
   const int L = s_.logits;
   const Val& lv = s_.vals[L];
   int64_t numel = 1;
   for (int64_t d : lv.shape) numel *= d;
   const bool amp = o_.precision == Precision::kAmpBf16 || o_.precision == Precision::kAmpFp16;
+  // The logits' size from shape and dtype: the output may be a view (a
+  // linear layer's bias added in place), whose own bytes are 0.
+  int64_t elem = 0;
+  DTypeBytes(lv.dtype, 1, &elem);
+  const int64_t logits_bytes = SatMulNonNeg(numel, elem);
   Step(Phase::kBackward, "loss backward");
   int g;
   if (o_.loss == Loss::kCrossEntropy) {
-    const int64_t lp_elem = amp ? 4 : (lv.bytes / std::max<int64_t>(numel, 1));
+    const int64_t lp_elem = amp ? 4 : elem;
     // nll_loss backward writes d(log p); log_softmax backward reads it and
     // the saved log p, and writes d(logits) in the logits' dtype.
     // nll_loss's node lets go of the labels and the total weight when it is
@@ -481,11 +528,11 @@ void Simulator::Backward() {
     const int glogp = AllocNew(numel * lp_elem, Category::kTransients);
     Unref(loss_saved_[0]);
     Unref(loss_saved_[2]);
-    g = AllocNew(lv.bytes, Category::kTransients);
+    g = AllocNew(logits_bytes, Category::kTransients);
     Free(glogp);
     Unref(loss_saved_[1]);
   } else if (o_.loss == Loss::kMse) {
-    g = AllocNew(lv.bytes, Category::kTransients);
+    g = AllocNew(logits_bytes, Category::kTransients);
     for (int st : loss_saved_) Unref(st);
   } else {
     g = AllocNew(0, Category::kTransients);
@@ -549,6 +596,7 @@ void Simulator::Backward() {
         for (size_t i = 0; i < op.in.size(); ++i) {
           if (!op.grad_in[i]) continue;
           const int v = op.in[i];
+          if (i < op.grad_in_weight_pass.size() && op.grad_in_weight_pass[i]) continue;
           int64_t bytes = s_.vals[v].bytes;
           if (s_.vals[v].base >= 0) {
             // Gradient of a view input: a dense tensor of the view's size.
@@ -564,6 +612,9 @@ void Simulator::Backward() {
         break;
     }
     if (op.bwd_workspace > 0) Free(AllocNew(op.bwd_workspace, Category::kWorkspaces));
+    if (!op.grad_in_weight_pass.empty() && op.grad_kind == GradKind::kNew) {
+      WeightPassGrads(op, &produced);
+    }
     if (op.bwd_weight_workspace > 0) {
       Free(AllocNew(op.bwd_weight_workspace, Category::kWorkspaces));
     }
@@ -624,8 +675,8 @@ void Simulator::Recompute(int seg) {
     recompute_flops = SatAdd(recompute_flops, op.flops);
     RunKernel(op, true,
               !op.in.empty() && op.in[0] >= 0 && last_in_seg[op.in[0]] == j &&
-                  producer_[op.in[0]] >= first);
-    KeepSaved(op, j);
+                  producer_[op.in[0]] >= first,
+              j);
     for (int v : op.in) {
       if (v < 0 || last_in_seg[v] != j) continue;
       const int p = producer_[v];

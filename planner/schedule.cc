@@ -12,6 +12,7 @@
 #include "planner/op_registry.h"
 #include "planner/ops/op_util.h"
 #include "planner/params.h"
+#include "planner/rnn.h"
 #include "planner/shape_inference.h"
 
 namespace memplan {
@@ -265,6 +266,7 @@ class Builder {
                   const std::vector<SavedRef>* explicit_saves, int64_t flops);
   void AppendAttention(const AttentionRegion& r, const std::string& label);
   void AddGroupNorm(const FusedRegion& r, int ni, const OpDef* def);
+  void AppendRnn(const RnnRegion& r, const std::string& label);
   int Synthetic(const std::string& name, const std::vector<int64_t>& shape, DType dt,
                 const std::vector<int64_t>& strides, int base);
   bool ComputeViewOutput(const Node& n, int in_val, int out_tensor, Val* out) const;
@@ -277,6 +279,7 @@ class Builder {
   std::unordered_map<int, int> weight_cache_;  // param val -> cast val
   std::set<int> skipped_nodes_;
   std::map<int, AttentionRegion> regions_;  // keyed by the last node
+  std::map<int, RnnRegion> rnn_regions_;    // keyed by the last layer
   std::map<int, FusedRegion> fused_;        // keyed by the last node
 };
 
@@ -952,6 +955,164 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
   s_.vals[out].strides = ContiguousStrides(oshape);
 }
 
+// One cuDNN call for a whole nn.LSTM / nn.GRU / nn.RNN module, as
+// aten/src/ATen/native/cudnn/RNN.cpp runs it (_cudnn_rnn and
+// _cudnn_rnn_backward; what autograd keeps: tools/autograd/derivatives.yaml,
+// _cudnn_rnn: input, weights, hx, cx, output, the weight buffer, reserve).
+// Forward: a contiguous seq-major copy of the input when it is batch-first,
+// the output y ([T, B, dirs*H] in memory), hy (and cy), the workspace, the
+// reserve space (training), then the workspace and the copy are freed; the
+// first training call with dropout also creates the cached dropout states.
+// Under autocast the call runs in the low-precision dtype (autocast_mode.cpp
+// lists lstm/gru/rnn_tanh/rnn_relu; cuDNN's AutocastRNN.cpp casts all
+// weights into one new flat buffer, kept for backward). Backward data: zeros
+// for dhy/dcy, copies of x and of dy when batch-first, dx, dhx/dcx and a
+// workspace; backward weights: another copy of x, one flat dw for all
+// weights and a workspace.
+void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
+  const Node& first = g_.nodes[r.layers.front()];
+  const bool amp = IsAmp(o_.precision);
+  const bool train = o_.mode == Mode::kTrain;
+  const DType half = HalfType(o_.precision);
+  int x = val_of_[r.input];
+  const bool layout0 = first.GetInt("layout", 0) == 0;
+  // The seq-major input cuDNN reads: a copy unless x already is one (a cast
+  // keeps the strides of what it casts).
+  std::vector<int64_t> seq_shape = s_.vals[x].shape;
+  std::vector<int64_t> seq_strides = s_.vals[x].strides;
+  if (!layout0 && seq_shape.size() == 3) {
+    std::swap(seq_shape[0], seq_shape[1]);
+    std::swap(seq_strides[0], seq_strides[1]);
+  }
+  const bool x_contiguous = IsContiguous(seq_shape, seq_strides);
+  if (amp && s_.vals[x].dtype == DType::kFloat) {
+    x = CastVal(x, half, false, "autocast(" + label + ")");
+  }
+  const std::vector<int64_t> xshape = s_.vals[x].shape;
+  RnnCall c;
+  c.mode = first.op_type;
+  c.layers = static_cast<int64_t>(r.layers.size());
+  const int rt = first.inputs[2];
+  const std::vector<int64_t>& rshape = g_.tensors[rt].shape;
+  if (xshape.size() != 3 || rshape.size() != 3) {
+    // Shapes were checked by inference; keep going without the call's facts.
+    return;
+  }
+  c.seq = layout0 ? xshape[0] : xshape[1];
+  c.batch = layout0 ? xshape[1] : xshape[0];
+  c.input = xshape[2];
+  c.dirs = rshape[0];
+  c.hidden = rshape[2];
+  c.dtype = s_.vals[x].dtype;
+  c.dropout = r.dropout;
+  int64_t elem = 0;
+  DTypeBytes(c.dtype, 1, &elem);
+  // Weights: the parameters themselves, or one flat low-precision copy.
+  std::vector<int> weights;
+  bool weights_grad = false;
+  for (int t : r.weights) {
+    weights.push_back(val_of_[t]);
+    weights_grad = weights_grad || s_.vals[val_of_[t]].requires_grad;
+  }
+  if (amp) {
+    int64_t numel = 0;
+    for (int w : weights) {
+      int64_t n = 0;
+      if (s_.vals[w].dtype == DType::kFloat && CheckedNumel(s_.vals[w].shape, &n)) {
+        numel = SatAdd(numel, n);
+      }
+    }
+    if (numel > 0) {
+      const int flat = Synthetic(label + "/flat_weight:" + DTypeName(half), {numel}, half, {}, -1);
+      s_.vals[flat].requires_grad = weights_grad;
+      ExecOp cast;
+      cast.label = "autocast(" + label + " weights)";
+      cast.op_type = "Cast";
+      cast.in = weights;
+      cast.out = {flat};
+      for (int w : weights) cast.grad_in.push_back(s_.vals[w].requires_grad);
+      s_.ops.push_back(cast);
+      weights = {flat};
+    }
+  }
+  std::vector<int> in = {x};
+  in.insert(in.end(), weights.begin(), weights.end());
+  for (int t : r.states) in.push_back(val_of_[t]);
+  bool any_grad = false;
+  for (int v : in) any_grad = any_grad || s_.vals[v].requires_grad;
+  any_grad = any_grad && train;
+  // Y as PyTorch lays it out: seq-major [T, B, dirs * H], viewed as the
+  // ONNX [T, dirs, B, H] (layout 0) or [B, T, dirs, H] (layout 1).
+  const int64_t row = SatMulNonNeg(c.dirs, c.hidden);
+  const std::vector<int64_t> yshape = layout0
+                                          ? std::vector<int64_t>{c.seq, c.dirs, c.batch, c.hidden}
+                                          : std::vector<int64_t>{c.batch, c.seq, c.dirs, c.hidden};
+  const std::vector<int64_t> ystrides = layout0
+                                            ? std::vector<int64_t>{c.batch * row, c.hidden, row, 1}
+                                            : std::vector<int64_t>{row, c.batch * row, c.hidden, 1};
+  int y = r.output;
+  if (y < 0) y = Synthetic(label + "/y", yshape, c.dtype, ystrides, -1);
+  Val& yv = s_.vals[y];
+  yv.shape = yshape;
+  yv.strides = ystrides;
+  yv.dtype = c.dtype;
+  yv.base = -1;
+  yv.bytes = BytesOf(yshape, c.dtype);
+  yv.requires_grad = any_grad;
+  std::vector<int> outs = {y};
+  int64_t state_bytes = 0;
+  for (int t : r.state_outputs) {
+    Val& sv = s_.vals[t];
+    sv.dtype = c.dtype;
+    sv.strides = ContiguousStrides(sv.shape);
+    sv.bytes = BytesOf(sv.shape, c.dtype);
+    sv.base = -1;
+    sv.requires_grad = any_grad;
+    state_bytes = SatAdd(state_bytes, sv.bytes);
+    outs.push_back(t);
+  }
+  ExecOp op;
+  op.label = label;
+  op.op_type = c.mode;
+  op.in = in;
+  op.out = outs;
+  // hy (and cy): [layers * dirs, B, H] each; the graph reads some of them.
+  const int64_t hy = SatProduct({c.layers, c.dirs, c.batch, c.hidden, elem});
+  const int64_t hy_all = c.mode == "LSTM" ? SatMulNonNeg(2, hy) : hy;
+  const int64_t hy_unread = std::max<int64_t>(0, hy_all - state_bytes);
+  const int64_t x_copy = x_contiguous ? 0 : BytesOf(xshape, c.dtype);
+  op.fwd_temp_bytes = SatAdd(x_copy, hy_unread);
+  op.fwd_workspace = RnnWorkspaceBytes(c, train);
+  if (any_grad) {
+    op.saved_in_kernel = true;
+    for (int v : in) op.saved.push_back(SavedRef{v, 0, ""});
+    op.saved.push_back(SavedRef{y, 0, ""});
+    op.saved.push_back(SavedRef{-1, RnnReserveBytes(c), "reserve"});
+    if (c.dropout) op.process_state_bytes = RnnDropoutStateBytes();
+    // dy arrives batch-first like x left (a copy), dhy/dcy are zeros, dhx/
+    // dcx are made whether needed or not.
+    const int64_t dy_copy = x_copy > 0 ? yv.bytes : 0;
+    const int64_t ws = RnnWorkspaceBytes(c, true);
+    // dx is computed whether x needs it or not (it mutates the reserve).
+    const int64_t dx_unused = s_.vals[x].requires_grad ? 0 : BytesOf(xshape, c.dtype);
+    const int64_t held = SatAdd(SatMulNonNeg(2, hy_all), dx_unused);
+    op.bwd_workspace = SatAdd(SatAdd(SatAdd(ws, x_copy), dy_copy), held);
+    if (weights_grad) op.bwd_weight_workspace = SatAdd(SatAdd(ws, x_copy), held);
+  }
+  op.grad_in.assign(in.size(), false);
+  op.grad_in_weight_pass.assign(in.size(), false);
+  for (size_t i = 0; i < in.size(); ++i) {
+    op.grad_in[i] = any_grad && s_.vals[in[i]].requires_grad;
+    op.grad_in_weight_pass[i] = i >= 1 && i <= weights.size();
+  }
+  op.flat_weight_grads = true;
+  const OpDef* def = FindOp("", c.mode);
+  for (int li : r.layers) {
+    if (def && def->flops) op.flops = SatAdd(op.flops, def->flops(g_, g_.nodes[li]));
+  }
+  s_.ops.push_back(op);
+}
+
 Result<Schedule> Builder::Build() {
   InitVals();
   auto order = TopologicalOrder(g_);
@@ -959,6 +1120,11 @@ Result<Schedule> Builder::Build() {
   for (AttentionRegion& r : FindAttentionRegions(g_)) {
     for (int ni : r.nodes) skipped_nodes_.insert(ni);
     regions_[r.last_node] = std::move(r);
+  }
+  for (RnnRegion& r : FindRnnRegions(g_)) {
+    for (int ni : r.nodes) skipped_nodes_.insert(ni);
+    const int last = r.layers.back();
+    rnn_regions_[last] = std::move(r);
   }
   for (FusedRegion& r : FindFusedRegions(g_)) {
     for (int ni : r.nodes) skipped_nodes_.insert(ni);
@@ -1033,6 +1199,11 @@ void Builder::ProcessNode(int ni) {
       if (o_.mode == Mode::kTrain && s_.vals[val_of_[r.input]].requires_grad) {
         s_.ops.back().saved = {SavedRef{s_.ops.back().in[0], 0, ""}};
       }
+      return;
+    }
+    auto rit = rnn_regions_.find(ni);
+    if (rit != rnn_regions_.end()) {
+      AppendRnn(rit->second, g_.nodes[ni].Label(ni));
       return;
     }
     auto it = regions_.find(ni);

@@ -58,6 +58,21 @@ struct ExecOp {
   int64_t bwd_workspace = 0;  ///< Transient bytes inside the backward call.
   /// A second backward pass's (convolution weight gradient), after the first.
   int64_t bwd_weight_workspace = 0;
+  /// Temporaries the call allocates before its outputs and frees at its end
+  /// (cuDNN RNN: the contiguous copy of a batch-first input, unread hy/cy).
+  int64_t fwd_temp_bytes = 0;
+  /// New saved tensors (Saved::kExtra) are allocated inside the call, while
+  /// its workspace is held (cuDNN RNN's reserve space).
+  bool saved_in_kernel = false;
+  /// Allocated at the first run of any op that sets it and kept for the
+  /// process: cuDNN's RNN dropout states (one cache per device).
+  int64_t process_state_bytes = 0;
+  /// Per input: its gradient is made after the bwd_workspace pass, before
+  /// the bwd_weight_workspace one (cuDNN RNN: backward data, then weights).
+  /// Empty: every gradient comes first.
+  std::vector<bool> grad_in_weight_pass;
+  /// The weight pass's gradients are views of one allocation (cuDNN's dw).
+  bool flat_weight_grads = false;
   bool uses_cublas = false;
   int64_t flops = 0;                 ///< Forward FLOPs.
   bool hold_to_forward_end = false;  ///< Autocast weight cache entries.

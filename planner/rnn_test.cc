@@ -1,0 +1,310 @@
+// Tests of the recurrent-call model: grouping exported layers into the one
+// cuDNN call PyTorch makes, the sizes cuDNN asks for (measured on the H200,
+// bench/results/traces/families/ and bench/results/cudnn_rnn_probe_h200.jsonl),
+// and what a plan allocates around the call.
+#include "planner/rnn.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "planner/ops/test_graph.h"
+#include "planner/params.h"
+#include "planner/plan.h"
+#include "planner/schedule.h"
+#include "planner/shape_inference.h"
+
+namespace memplan {
+namespace {
+
+using testing_util::D;
+using testing_util::FloatAttr;
+using testing_util::GraphBuilder;
+using testing_util::IntAttr;
+using testing_util::IntsAttr;
+using testing_util::S;
+using testing_util::StringAttr;
+
+// A `layers`-layer LSTM module as the dynamo exporter writes it: each
+// layer's weights sliced into gates and concatenated in ONNX order, its
+// initial states sliced from one zeros tensor, the layers joined by
+// Transpose / Reshape / Dropout; batch_first input [N, T, I] transposed in.
+GraphBuilder LstmModule(int layers, int64_t seq, int64_t input, int64_t hidden, bool dropout,
+                        const std::string& module = "rnn") {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(seq), D(input)});
+  b.Ints("axes0", {0});
+  b.Op("Transpose", {"x"}, {"x_t"}).attrs["perm"] = IntsAttr({1, 0, 2});
+  b.Init("zero", {}, DType::kFloat);
+  b.Ints("zshape", {layers, 1, hidden});  // the batch dim is broadcast
+  b.Op("Expand", {"zero", "zshape"}, {"zeros"});
+  std::string cur = "x_t";
+  for (int l = 0; l < layers; ++l) {
+    const std::string p = "l" + std::to_string(l) + "_";
+    const int64_t in = l == 0 ? input : hidden;
+    b.Init(p + "w_ih", {4 * hidden, in});
+    b.Init(p + "w_hh", {4 * hidden, hidden});
+    b.Init(p + "b_ih", {4 * hidden});
+    b.Init(p + "b_hh", {4 * hidden});
+    for (const char* w : {"w_ih", "w_hh", "b_ih", "b_hh"}) {
+      const std::string n = p + w;
+      for (int gate = 0; gate < 4; ++gate) {
+        const std::string g = std::to_string(gate);
+        b.Ints(n + "_s" + g, {gate * hidden});
+        b.Ints(n + "_e" + g, {(gate + 1) * hidden});
+        b.Op("Slice", {n, n + "_s" + g, n + "_e" + g, "axes0"}, {n + "_g" + g});
+      }
+      b.Op("Concat", {n + "_g0", n + "_g3", n + "_g1", n + "_g2"}, {n + "_r"}).attrs["axis"] =
+          IntAttr(0);
+    }
+    b.Op("Unsqueeze", {p + "w_ih_r", "axes0"}, {p + "W"});
+    b.Op("Unsqueeze", {p + "w_hh_r", "axes0"}, {p + "R"});
+    b.Op("Concat", {p + "b_ih_r", p + "b_hh_r"}, {p + "bias"}).attrs["axis"] = IntAttr(0);
+    b.Op("Unsqueeze", {p + "bias", "axes0"}, {p + "B"});
+    b.Ints(p + "hs", {l});
+    b.Ints(p + "he", {l + 1});
+    b.Op("Slice", {"zeros", p + "hs", p + "he", "axes0"}, {p + "h0"});
+    b.Op("Slice", {"zeros", p + "hs", p + "he", "axes0"}, {p + "c0"});
+    Node& n = b.Op("LSTM", {cur, p + "W", p + "R", p + "B", "", p + "h0", p + "c0"}, {p + "Y"});
+    n.attrs["hidden_size"] = IntAttr(hidden);
+    n.modules = {module};
+    n.modules_known = true;
+    b.Op("Transpose", {p + "Y"}, {p + "Yt"}).attrs["perm"] = IntsAttr({0, 2, 1, 3});
+    b.Op("Shape", {p + "Yt"}, {p + "Yt_shape"});  // the exporter's shape math
+    b.Ints(p + "shape", {seq, -1, hidden});
+    b.Op("Reshape", {p + "Yt", p + "shape"}, {p + "out"});
+    cur = p + "out";
+    if (l + 1 < layers && dropout) {
+      b.Op("Dropout", {cur}, {p + "drop"}).attrs["ratio"] = FloatAttr(0.2f);
+      cur = p + "drop";
+    }
+  }
+  b.Op("Transpose", {cur}, {"y"}).attrs["perm"] = IntsAttr({1, 0, 2});
+  b.Output("y");
+  for (Node& n : b.g.nodes) {
+    if (!n.modules_known) {
+      n.modules = {module};
+      n.modules_known = true;
+    }
+  }
+  return b;
+}
+
+void Infer(GraphBuilder* b, int64_t batch) {
+  ShapeBindings bind;
+  bind.dims["N"] = batch;
+  b->g.Link();
+  Status s = InferShapes(&b->g, bind, nullptr);
+  ASSERT_TRUE(s.ok()) << s.message();
+}
+
+TEST(RnnRegions, ExportedLayersOfOneModuleAreOneCall) {
+  GraphBuilder b = LstmModule(2, 16, 32, 64, true);
+  Infer(&b, 4);
+  const std::vector<RnnRegion> regions = FindRnnRegions(b.g);
+  ASSERT_EQ(regions.size(), 1u);
+  const RnnRegion& r = regions[0];
+  EXPECT_EQ(r.layers.size(), 2u);
+  EXPECT_TRUE(r.dropout);
+  EXPECT_EQ(r.input, b.g.Find("x_t"));
+  EXPECT_EQ(r.output, b.g.Find("l1_Y"));
+  EXPECT_TRUE(r.states.empty());  // zeros
+  // Eight weight tensors, the initializers behind the gate reordering.
+  ASSERT_EQ(r.weights.size(), 8u);
+  for (int t : r.weights) EXPECT_EQ(b.g.tensors[t].kind, TensorKind::kInitializer);
+  // Per layer 16 Slice + 5 Concat + 3 Unsqueeze + 2 state Slice + the LSTM;
+  // between the layers Transpose, Reshape and Dropout.
+  EXPECT_EQ(r.nodes.size(), 2u * 27 + 3);
+}
+
+TEST(RnnRegions, LayersOfTwoModulesAreTwoCalls) {
+  GraphBuilder b = LstmModule(2, 16, 32, 64, false);
+  int seen = 0;
+  for (Node& n : b.g.nodes) {
+    if (n.op_type == "LSTM" && seen++ == 1) n.modules = {"rnn2"};
+  }
+  Infer(&b, 4);
+  const std::vector<RnnRegion> regions = FindRnnRegions(b.g);
+  ASSERT_EQ(regions.size(), 2u);
+  EXPECT_EQ(regions[0].layers.size(), 1u);
+  EXPECT_EQ(regions[1].layers.size(), 1u);
+  EXPECT_FALSE(regions[0].dropout);
+}
+
+TEST(RnnRegions, AnIntermediateOutputReadElsewhereEndsTheCall) {
+  GraphBuilder b = LstmModule(2, 16, 32, 64, false);
+  b.Op("Relu", {"l0_out"}, {"side"});
+  b.Output("side");
+  Infer(&b, 4);
+  EXPECT_EQ(FindRnnRegions(b.g).size(), 2u);
+}
+
+// The reserve space: per layer and direction 6 (LSTM) / 7 (GRU) values per
+// hidden unit and step, less the last layer's hidden states (they are the
+// output y), in the input dtype; a bit per element of each direction's input
+// to a later layer for the between-layer dropout mask; 256 bytes.
+TEST(RnnSizes, ReserveSpaceAsMeasured) {
+  RnnCall lstm;  // bench/families.py lstm_lm at batch 8
+  lstm.mode = "LSTM";
+  lstm.layers = 2;
+  lstm.seq = 128;
+  lstm.batch = 8;
+  lstm.input = 512;
+  lstm.hidden = 1024;
+  lstm.dropout = true;
+  // (6 * 2 - 1) * 128 * 8 * 1024 * 4 + 128 * 8 * 1024 / 8 + 256
+  EXPECT_EQ(RnnReserveBytes(lstm), 46268672);  // lstm_lm_train_8_fp32 trace
+  lstm.dtype = DType::kBFloat16;
+  // (6 * 2 - 1) * 128 * 8 * 1024 * 2 + 131072 + 256
+  EXPECT_EQ(RnnReserveBytes(lstm), 23200000);  // lstm_lm_train_8_amp_bf16 trace
+  RnnCall gru;                                 // gru_seqfirst at batch 8: 3 layers, bidirectional
+  gru.mode = "GRU";
+  gru.layers = 3;
+  gru.dirs = 2;
+  gru.seq = 200;
+  gru.batch = 8;
+  gru.input = 80;
+  gru.hidden = 512;
+  gru.dropout = true;
+  // (7 * 3 - 1) * 2 * 200 * 8 * 512 * 4 + 2 * 2 * (200 * 8 * 1024) / 8 + 256
+  EXPECT_EQ(RnnReserveBytes(gru), 131891456);  // gru_seqfirst_train_8_fp32 trace
+}
+
+// The schedule runs the module as one op: no weight copies from the gate
+// reordering, the batch-first input copied inside the call, the reserve
+// kept for backward, one flat gradient for all weights.
+TEST(RnnSchedule, OneOpForTheModule) {
+  GraphBuilder b = LstmModule(2, 16, 32, 64, true);
+  Infer(&b, 4);
+  PlanOptions o;
+  o.mode = Mode::kTrain;
+  auto s = BuildSchedule(b.g, o);
+  ASSERT_TRUE(s.ok()) << s.message();
+  int rnn_ops = 0;
+  for (const ExecOp& op : s.value().ops) {
+    EXPECT_NE(op.op_type, "Concat") << op.label;
+    EXPECT_NE(op.op_type, "Dropout") << op.label;
+    if (op.op_type != "LSTM") continue;
+    ++rnn_ops;
+    // x copy 4 * 16 * 32 * 4 B, hy and cy 2 * 4 * 64 * 4 B each.
+    EXPECT_EQ(op.fwd_temp_bytes, 8192 + 2 * 2048);
+    EXPECT_TRUE(op.saved_in_kernel);
+    EXPECT_EQ(op.process_state_bytes, RnnDropoutStateBytes());
+    EXPECT_TRUE(op.flat_weight_grads);
+    int64_t extra = 0;
+    for (const SavedRef& r : op.saved) extra += r.val < 0 ? r.bytes : 0;
+    // (6 * 2 - 1) * 16 * 4 * 64 * 4 + 16 * 4 * 64 / 8 + 256
+    EXPECT_EQ(extra, 180224 + 512 + 256);
+    EXPECT_EQ(op.in.size(), 1u + 8u);
+  }
+  EXPECT_EQ(rnn_ops, 1);
+  // nn.LSTM(32, 64, 2): per layer 4H * (in + H) + 2 * 4H.
+  EXPECT_EQ(s.value().parameter_count, 4 * 64 * (32 + 64) + 4 * 64 * (64 + 64) + 2 * 2 * 4 * 64);
+}
+
+// The workspace: a copy of the weights plus the fitted size terms (see
+// RnnWorkspaceBytes), against calls measured on the H200.
+TEST(RnnSizes, WorkspaceNearTheMeasuredSizes) {
+  RnnCall lstm;  // lstm_lm at batch 8 and 128 (traces and probe)
+  lstm.mode = "LSTM";
+  lstm.layers = 2;
+  lstm.seq = 128;
+  lstm.batch = 8;
+  lstm.input = 512;
+  lstm.hidden = 1024;
+  lstm.dropout = true;
+  // weights 4*1024*(512+1024+2) + 4*1024*(2048+2) floats = 58,785,792 B;
+  // + 1.74e7 + 0.2172 * 128*8*4*1024*4 + 1.539 * 128*8*1024*2*4
+  // + 2.135 * 128*8*1024*4 + 35.39 * 8*1024*2*4 = 103,343,283 B.
+  EXPECT_NEAR(RnnWorkspaceBytes(lstm, true), 103416128, 0.01 * 103416128);
+  lstm.batch = 128;
+  EXPECT_NEAR(RnnWorkspaceBytes(lstm, true), 522192128, 0.03 * 522192128);
+  RnnCall gru;  // gru_seqfirst at batch 32
+  gru.mode = "GRU";
+  gru.layers = 3;
+  gru.dirs = 2;
+  gru.seq = 200;
+  gru.batch = 32;
+  gru.input = 80;
+  gru.hidden = 512;
+  gru.dropout = true;
+  EXPECT_NEAR(RnnWorkspaceBytes(gru, true), 259490304, 0.1 * 259490304);
+  // Never less than the weights' copy, whatever the sizes.
+  gru.seq = 1;
+  gru.batch = 1;
+  gru.hidden = 1;
+  EXPECT_GE(RnnWorkspaceBytes(gru, true), 0);
+}
+
+// One seq-first LSTM layer straight on its input (no copy), weights as
+// initializers: the forward of a training step peaks inside the call with
+// parameters, input, y, hy, cy, the workspace and the reserve; the
+// backward's weight pass adds one flat gradient of all weights.
+TEST(RnnPlan, ForwardAndBackwardPeaksOfOneCall) {
+  const int64_t T = 16, N = 8, I = 64, H = 128;
+  GraphBuilder b;
+  b.Input("x", {D(T), S("N"), D(I)});
+  b.Init("W", {1, 4 * H, I});
+  b.Init("R", {1, 4 * H, H});
+  b.Init("B", {1, 8 * H});
+  b.Op("LSTM", {"x", "W", "R", "B"}, {"y"}).attrs["hidden_size"] = IntAttr(H);
+  b.Output("y");
+  Infer(&b, N);
+  PlanOptions o;
+  o.mode = Mode::kTrain;
+  o.optimizer = Optimizer::kSgd;
+  o.loss = Loss::kNone;
+  auto plan = MakePlan(b.g, N, o);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  const int64_t P = 4 * H * I * 4 + 4 * H * H * 4 + 8 * H * 4;  // 397,312 B
+  const int64_t X = T * N * I * 4;                              // 32 KiB
+  const int64_t Y = T * N * H * 4;                              // 64 KiB
+  const int64_t hy = N * H * 4;                                 // 4 KiB, and cy
+  RnnCall c;
+  c.mode = "LSTM";
+  c.seq = T;
+  c.batch = N;
+  c.input = I;
+  c.hidden = H;
+  const int64_t ws = (RnnWorkspaceBytes(c, true) + 511) / 512 * 512;
+  // (6 - 1) * 16 * 8 * 128 * 4 + 256, rounded to 512 B by the allocator.
+  const int64_t reserve = 328192;
+  // The workspace (17.4 MiB) gets its own segment in the first step, rounded
+  // up to 2 MiB; in the steady step it takes that cached block whole (the
+  // allocator splits only for a remainder over 1 MiB).
+  const int64_t ws_block = (ws + (2 << 20) - 1) / (2 << 20) * (2 << 20);
+  ASSERT_LT(ws_block - ws - 4 * hy - X, 1 << 20);
+  EXPECT_EQ(plan.value().peak.phase_allocated[0], P + X + Y + 2 * hy + ws_block + reserve);
+  // Backward: dhy, dcy zeros and dhx, dcx (4 * hy) and the unused dx (X)
+  // through both passes, held with the workspace (one block here), then the
+  // flat dw (P) with the second one; y and the reserve are still held, and
+  // the loss's 4-byte scalar (512 B).
+  EXPECT_EQ(plan.value().peak.phase_allocated[1], P + X + Y + reserve + P + ws_block + 512);
+}
+
+// Under autocast the call runs in bf16 on one flat bf16 copy of all its
+// weights, kept for backward.
+TEST(RnnSchedule, AutocastCastsTheWeightsIntoOneFlatCopy) {
+  GraphBuilder b = LstmModule(2, 16, 32, 64, false);
+  Infer(&b, 4);
+  PlanOptions o;
+  o.mode = Mode::kTrain;
+  o.precision = Precision::kAmpBf16;
+  auto s = BuildSchedule(b.g, o);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const Schedule& sc = s.value();
+  int flat = -1;
+  for (const ExecOp& op : sc.ops) {
+    if (op.op_type == "Cast" && op.in.size() == 8) flat = op.out[0];
+    if (op.op_type != "LSTM") continue;
+    ASSERT_GE(flat, 0);
+    EXPECT_EQ(op.in[1], flat);
+    EXPECT_EQ(sc.vals[op.in[0]].dtype, DType::kBFloat16);
+  }
+  ASSERT_GE(flat, 0);
+  EXPECT_EQ(sc.vals[flat].bytes, 2 * sc.parameter_count);
+}
+
+}  // namespace
+}  // namespace memplan
