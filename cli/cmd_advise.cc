@@ -451,10 +451,13 @@ int RunAdvise(const AdviseArgs& args) {
     if (!resolved.ok()) return Fail(resolved.message());
     if (batch_symbol.empty()) {
       std::string symbols;
-      for (const std::string& s : InputSymbols(g.value())) symbols += (symbols.empty() ? "" : ", ") + s;
-      return Fail(args.model + ": no batch symbol to search over (no input symbol called 'batch', "
-                  "no symbolic dim 0 of the first input" +
-                  (symbols.empty() ? std::string(")") : "; name one with --batch-dim: " + symbols + ")"));
+      for (const std::string& s : InputSymbols(g.value()))
+        symbols += (symbols.empty() ? "" : ", ") + s;
+      return Fail(
+          args.model +
+          ": no batch symbol to search over (no input symbol called 'batch', "
+          "no symbolic dim 0 of the first input" +
+          (symbols.empty() ? std::string(")") : "; name one with --batch-dim: " + symbols + ")"));
     }
     if (r.bindings.dims.count(batch_symbol)) {
       return Fail(args.model + ": --dim " + batch_symbol + ": '" + batch_symbol +

@@ -668,7 +668,8 @@ void AddCheckCommand(CLI::App* app, CliState* state) {
   AddPlanFlags(cmd, &args->plan, true);
   cmd->add_option("--budget", args->budget, "The limit, e.g. 40GiB, 80GB, 24000MiB");
   cmd->add_option("--device", args->device, "The limit is this GPU's memory (minus --margin)");
-  cmd->add_option("--margin", args->margin, "Percent of the device kept free (with --device; default 5, as advise)");
+  cmd->add_option("--margin", args->margin,
+                  "Percent of the device kept free (with --device; default 5, as advise)");
   cmd->add_option("--config", args->config, "A JSON budget file with several checks");
   cmd->add_option("--metric", args->metric,
                   "Peak compared with the budget: device (reserved + context, default), "

@@ -77,8 +77,8 @@ int RunPlan(const PlanArgs& a) {
     if (!s.ok()) return Fail(s.message());
   }
   for (size_t i = 0; i < a.reports.size(); ++i) {
-    Status s = WriteFile(a.reports[i],
-                         RenderPlan(formats[i], a.model.model, c, run, cmp, a.compare_rows));
+    Status s =
+        WriteFile(a.reports[i], RenderPlan(formats[i], a.model.model, c, run, cmp, a.compare_rows));
     if (!s.ok()) return Fail(s.message());
   }
   std::cout << RenderPlan(a.format, a.model.model, c, run, cmp, a.compare_rows);

@@ -83,8 +83,9 @@ Result<int64_t> ParseSize(const std::string& text) {
   else if (unit == "tb")
     mult = 1e12;
   else
-    return Status::Error("'" + text + "': unknown unit '" + unit +
-                         "' (binary: KiB MiB GiB TiB, also Ki/K, Mi/M, Gi/G, Ti/T; decimal: KB MB GB TB)");
+    return Status::Error(
+        "'" + text + "': unknown unit '" + unit +
+        "' (binary: KiB MiB GiB TiB, also Ki/K, Mi/M, Gi/G, Ti/T; decimal: KB MB GB TB)");
   const double bytes = value * mult;
   if (!(bytes >= 0) || bytes > 9.0e18) return Status::Error("'" + text + "' is out of range");
   return static_cast<int64_t>(std::llround(bytes));
@@ -230,8 +231,8 @@ std::string PlanMarkdown(const std::string& model, const Plan& plan) {
   os << "\nParameters " << FormatCount(plan.parameter_count) << " ("
      << FormatBytes(plan.parameter_bytes) << ")";
   if (o.mode == Mode::kTrain) {
-    os << "; first step peak " << FormatBytes(plan.first_step.allocated_bytes) << " allocated, steady "
-       << FormatBytes(plan.steady.allocated_bytes);
+    os << "; first step peak " << FormatBytes(plan.first_step.allocated_bytes)
+       << " allocated, steady " << FormatBytes(plan.steady.allocated_bytes);
   }
   os << ".\n";
   for (const std::string& w : plan.warnings) os << "\n> warning: " << w << "\n";

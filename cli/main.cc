@@ -59,7 +59,8 @@ std::string Usage(const CLI::App* cmd) {
 }
 
 // One `memplan: error:` line, a suggestion when one is close, and the usage.
-int ParseFailure(const CLI::App& app, const CLI::ParseError& e, const std::vector<std::string>& args) {
+int ParseFailure(const CLI::App& app, const CLI::ParseError& e,
+                 const std::vector<std::string>& args) {
   const CLI::App* cmd = nullptr;
   for (const CLI::App* sub : app.get_subcommands()) cmd = sub;
   std::string what = e.what();
@@ -88,8 +89,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.option_defaults()->always_capture_default();  // --help shows every default
   const std::string version =
-      std::string("memplan 0.1.0 (GPU support for probe/validate: ") +
-      (memplan::GpuSupportBuilt() ? "built in, CUDA + cuBLAS + cuDNN" : "not built in") + ")";
+      std::string("memplan 0.1.0\nGPU support (probe, validate, --device auto): ") +
+      (memplan::GpuSupportBuilt()
+           ? "built; its library (libmemplan_gpu.so: CUDA, cuBLAS, cuDNN) is loaded when those "
+             "run, and they say so if it cannot be"
+           : "not built (no CUDA Toolkit at build time, or -DMEMPLAN_WITH_CUDA=OFF)");
   app.set_version_flag("--version", version);
   memplan::CliState state;
   memplan::AddInspectCommand(&app, &state);

@@ -288,8 +288,7 @@ std::string ReportCase::near_miss_text() const {
   if (!near_miss()) return "";
   char pct[16];
   std::snprintf(pct, sizeof pct, "%g%%", kNearMissPercent);
-  return std::string("within ") + pct + " of the budget (headroom " + FormatBytes(headroom()) +
-         ")";
+  return std::string("within ") + pct + " of the budget (headroom " + FormatBytes(headroom()) + ")";
 }
 
 std::string ConfigLabel(const Plan& plan) {

@@ -158,9 +158,10 @@ Result<std::vector<std::string>> ResolveCheckpointModules(
         return Status::Error(where + "the model records no module names (nothing to checkpoint)");
       }
       const std::vector<std::string> close = CloseMatches(paths, pattern, 5);
-      return Status::Error(where + "matches no module" +
-                           (close.empty() ? std::string() : "; close matches: " + JoinNames(close)) +
-                           " (memplan inspect lists the modules)");
+      return Status::Error(
+          where + "matches no module" +
+          (close.empty() ? std::string() : "; close matches: " + JoinNames(close)) +
+          " (memplan inspect lists the modules)");
     }
     if (hits.size() > 1) {
       std::vector<std::string> names;

@@ -28,8 +28,8 @@ TEST(Devices, TableHasTheRequiredPresetsWithSaneNumbers) {
 // issue's L4, A10G (22.5 GiB) and L40S (45 GiB) as nvidia-smi shows them.
 TEST(Devices, MemoryIsWhatTheCardOffersNotTheMarketingSize) {
   const std::pair<const char*, int64_t> nominal_gib[] = {
-      {"h200", 141}, {"h100-sxm", 80}, {"h100-pcie", 80}, {"a100-40gb", 40}, {"a100-80gb", 80},
-      {"l40s", 48},  {"l4", 24},       {"a10g", 24},      {"rtx-4090", 24},  {"rtx-3090", 24},
+      {"h200", 141},     {"h100-sxm", 80},  {"h100-pcie", 80}, {"a100-40gb", 40}, {"a100-80gb", 80},
+      {"l40s", 48},      {"l4", 24},        {"a10g", 24},      {"rtx-4090", 24},  {"rtx-3090", 24},
       {"v100-16gb", 16}, {"v100-32gb", 32}, {"t4", 16}};
   for (const auto& [name, gib] : nominal_gib) {
     const DevicePreset* d = FindDevice(name);

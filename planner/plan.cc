@@ -1024,9 +1024,9 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
 Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& requested) {
   // Checkpoint patterns become module paths (one set, whatever their order).
   PlanOptions options = requested;
-  auto modules = ResolveCheckpointModules(g, requested.checkpoint_segments);
-  if (!modules.ok()) return modules.status();
-  options.checkpoint_segments = modules.value();
+  auto checkpointed = ResolveCheckpointModules(g, requested.checkpoint_segments);
+  if (!checkpointed.ok()) return checkpointed.status();
+  options.checkpoint_segments = checkpointed.value();
   // What the export cannot tell (which cuDNN engines run fp32 convolutions,
   // whether activations run in place) is planned every way; the plan that
   // needs the most device memory is kept.

@@ -90,7 +90,7 @@ struct Plan {
   PlanOptions options;
   /// The value of the batch symbol; -1 when the model has none (fixed shapes).
   int64_t batch = 0;
-  std::string batch_symbol;            ///< "" when the model has none.
+  std::string batch_symbol;             ///< "" when the model has none.
   std::map<std::string, int64_t> dims;  ///< Every symbol bound, the batch's included.
   int64_t parameter_count = 0;  ///< Trainable parameters.
   int64_t parameter_bytes = 0;  ///< As stored on the GPU (after casting).

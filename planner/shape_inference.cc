@@ -214,8 +214,8 @@ Result<std::map<std::string, int64_t>> ResolveBindings(const Graph& g, const Sha
   for (const auto& kv : b.dims) {
     if (!declared.count(kv.first)) {
       return Status::Error(g.source + ": --dim " + kv.first + "=" + std::to_string(kv.second) +
-                           ": the model has no symbol '" + kv.first + "' (" +
-                           SymbolList(symbols) + ")");
+                           ": the model has no symbol '" + kv.first + "' (" + SymbolList(symbols) +
+                           ")");
     }
   }
   std::string batch = BatchSymbol(g);
@@ -248,8 +248,8 @@ Result<std::map<std::string, int64_t>> ResolveBindings(const Graph& g, const Sha
   }
   auto it = values.find(batch);
   if (it != values.end() && it->second != b.batch) {
-    return Status::Error(g.source + ": --batch " + std::to_string(b.batch) + " and --dim " +
-                         batch + "=" + std::to_string(it->second) +
+    return Status::Error(g.source + ": --batch " + std::to_string(b.batch) + " and --dim " + batch +
+                         "=" + std::to_string(it->second) +
                          " bind the same symbol to different values");
   }
   values[batch] = b.batch;

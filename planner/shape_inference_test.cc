@@ -58,8 +58,9 @@ TEST(ShapeInference, BatchDimNamesAnotherSymbol) {
   s.batch_dim = "nope";
   Status st = InferShapes(&b.g, s, nullptr);
   ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.message(), "m.onnx: --batch-dim nope: the model has no symbol 'nope' (its symbols: "
-                          "s0, s1)");
+  EXPECT_EQ(st.message(),
+            "m.onnx: --batch-dim nope: the model has no symbol 'nope' (its symbols: "
+            "s0, s1)");
 }
 
 TEST(ShapeInference, UnknownDimSymbolIsAnError) {
@@ -70,8 +71,9 @@ TEST(ShapeInference, UnknownDimSymbolIsAnError) {
   s.dims["seq"] = 1024;
   Status st = InferShapes(&b.g, s, nullptr);
   ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.message(), "m.onnx: --dim seq=1024: the model has no symbol 'seq' (its symbols: "
-                          "batch, sequence)");
+  EXPECT_EQ(st.message(),
+            "m.onnx: --dim seq=1024: the model has no symbol 'seq' (its symbols: "
+            "batch, sequence)");
 }
 
 TEST(ShapeInference, BatchGivenTwiceMustAgree) {
@@ -81,8 +83,9 @@ TEST(ShapeInference, BatchGivenTwiceMustAgree) {
   s.dims["batch"] = 4;
   Status st = InferShapes(&b.g, s, nullptr);
   ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.message(), "m.onnx: --batch 2 and --dim batch=4 bind the same symbol to different "
-                          "values");
+  EXPECT_EQ(st.message(),
+            "m.onnx: --batch 2 and --dim batch=4 bind the same symbol to different "
+            "values");
   s.dims["batch"] = 2;
   EXPECT_TRUE(InferShapes(&b.g, s, nullptr).ok());
   // --dim batch=N alone is the batch too.

@@ -129,4 +129,17 @@ cp "$T/out" "$T/base.json"
 expect 0 "baseline at b4" "$BIN" check "$GPT2" --batch 4 --budget 80GiB --baseline "$T/base.json"
 has "unmatched baseline said" "$T/err" "its regression check is skipped"
 
+# ------------------------------------------------------------ completion
+COMPLETE=$(dirname "$0")/../completions/memplan.bash
+complete_words() {  # complete_words WORD...: the completions of the last word
+  PATH="$(dirname "$BIN"):$PATH" bash -c 'source "$1"; shift; COMP_WORDS=("$@");
+    COMP_CWORD=$(($# - 1)); _memplan; printf "%s\n" "${COMPREPLY[@]}"' _ "$COMPLETE" "$@"
+}
+complete_words memplan pl >"$T/out"
+has "bash completes commands" "$T/out" "plan"
+complete_words memplan plan --check >"$T/out"
+has "bash completes a command's flags" "$T/out" "--checkpoint"
+complete_words memplan advise --batch >"$T/out"
+has "bash completes advise --batch-dim" "$T/out" "--batch-dim"
+
 finish
