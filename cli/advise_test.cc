@@ -49,6 +49,12 @@ CliRun Advise(std::vector<std::string> args) {
 TEST(AdviseCli, SizesInBinaryAndDecimalUnits) {
   EXPECT_EQ(ParseSize("24GiB").value(), 24LL << 30);
   EXPECT_EQ(ParseSize("24GB").value(), 24000000000LL);
+  // The usual spellings: Gi and G are binary like GiB; GB is decimal.
+  EXPECT_EQ(ParseSize("24Gi").value(), 24LL << 30);
+  EXPECT_EQ(ParseSize("24G").value(), 24LL << 30);
+  EXPECT_EQ(ParseSize("24 gib").value(), 24LL << 30);
+  EXPECT_EQ(ParseSize("512Mi").value(), 512LL << 20);
+  EXPECT_EQ(ParseSize("80GB").value(), 80000000000LL);
   EXPECT_EQ(ParseSize("24000MiB").value(), 24000LL << 20);
   EXPECT_EQ(ParseSize("1.5 GiB").value(), 3LL << 29);
   EXPECT_EQ(ParseSize("1073741824").value(), 1LL << 30);
@@ -118,7 +124,7 @@ TEST(AdviseCli, DevicePresetSetsBudgetAndContext) {
                      "--format", "json"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["budget"]["budget_bytes"], 16LL << 30);
+  EXPECT_EQ(j["budget"]["budget_bytes"], 15360LL << 20);  // nvidia-smi total, not 16 GiB
   EXPECT_EQ(j["budget"]["context_bytes"], 512LL << 20);
   // The T4 has no bf16: only amp_fp16 and fp32 are ranked.
   EXPECT_EQ(j["recommendation"]["precision"], "amp_fp16");

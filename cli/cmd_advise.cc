@@ -21,6 +21,7 @@ namespace {
 struct AdviseArgs {
   std::string model;
   std::vector<std::string> dims;
+  std::string batch_dim;
   std::string budget;
   std::string device;
   std::string precision = "any";
@@ -446,13 +447,31 @@ int RunAdvise(const AdviseArgs& args) {
   ModelFlags mf;
   mf.model = args.model;
   mf.dims = args.dims;
+  mf.batch_dim = args.batch_dim;
   auto bindings = ToBindings(mf);
   if (!bindings.ok()) return Fail(bindings.message());
   r.bindings = bindings.value();
   auto g = LoadGraph(args.model);
   if (!g.ok()) return Fail(g.message());
-  if (BatchSymbol(g.value()).empty()) {
-    return Fail(args.model + ": the first input has no symbolic batch dim to search over");
+  {
+    // The searched symbol: --batch-dim, else BatchSymbol(); --dim may not bind it.
+    std::string batch_symbol;
+    auto resolved = ResolveBindings(g.value(), r.bindings, &batch_symbol);
+    if (!resolved.ok()) return Fail(resolved.message());
+    if (batch_symbol.empty()) {
+      std::string symbols;
+      for (const std::string& s : InputSymbols(g.value()))
+        symbols += (symbols.empty() ? "" : ", ") + s;
+      return Fail(
+          args.model +
+          ": no batch symbol to search over (no input symbol called 'batch', "
+          "no symbolic dim 0 of the first input" +
+          (symbols.empty() ? std::string(")") : "; name one with --batch-dim: " + symbols + ")"));
+    }
+    if (r.bindings.dims.count(batch_symbol)) {
+      return Fail(args.model + ": --dim " + batch_symbol + ": '" + batch_symbol +
+                  "' is the batch symbol advise searches over; leave it out");
+    }
   }
   auto advice = Advise(g.value(), r);
   if (!advice.ok()) return Fail(advice.message());
@@ -475,6 +494,9 @@ void AddAdviseCommand(CLI::App* app, CliState* state) {
   auto a = std::make_shared<AdviseArgs>();
   cmd->add_option("model", a->model, "ONNX model file (training export)")->required();
   cmd->add_option("--dim", a->dims, "Binds a symbolic dim other than the batch: NAME=VALUE");
+  cmd->add_option("--batch-dim", a->batch_dim,
+                  "The symbol searched over (default: the input symbol called 'batch', else dim 0 "
+                  "of the first input)");
   cmd->add_option("--budget", a->budget, "Device memory to fit in: 24GiB, 24GB, 24000MiB");
   cmd->add_option("--device", a->device,
                   "A device preset (h100-sxm, a100-40gb, rtx-4090, ...) or auto (probe the GPU)");

@@ -32,7 +32,7 @@ struct CheckArgs {
   PlanFlags plan;
   std::string budget;
   std::string device;
-  double margin = 0;
+  double margin = kDefaultMarginPercent;
   std::string config;
   std::string metric = "device";
   std::string baseline;
@@ -285,7 +285,7 @@ Result<std::vector<CheckSpec>> ParseCheckConfig(const std::string& text, const s
   }
   std::vector<CheckSpec> specs;
   std::string dev0;
-  double margin0 = 0;
+  double margin0 = kDefaultMarginPercent;
   bool has_margin0 = false;
   CheckSpec base;
   for (auto it = defaults.begin(); it != defaults.end(); ++it) {
@@ -390,6 +390,8 @@ Result<std::string> FormatOfPath(const std::string& path) {
   }
   return Status::Error("--report " + path + ": unknown extension (.json, .md, .xml, .html, .txt)");
 }
+
+namespace {
 
 int RunCheck(const CheckArgs& a) {
   auto metric_r = ParseMetric(a.metric);
@@ -581,6 +583,13 @@ int RunCheck(const CheckArgs& a) {
     auto b = baseline.find(c.name);
     if (b != baseline.end()) {
       c.baseline_bytes = b->second[std::string(MetricName(metric)) + "_bytes"].get<int64_t>();
+    } else if (!a.baseline.empty()) {
+      // Names hold the batch and the configuration: a changed batch is a new
+      // check, not a regression of the old one. Say so rather than skip quietly.
+      progress.Clear();
+      PrintWarnings({a.baseline + ": no entry named '" + c.name +
+                     "' (names include the batch and configuration; set 'name' to keep one "
+                     "across changes): its regression check is skipped"});
     }
     if (!a.trace.empty()) {
       // The recorded run's highest step is what is gated (the plan stays in the report).
@@ -638,12 +647,14 @@ void AddCheckCommand(CLI::App* app, CliState* state) {
   args->cmd = cmd;
   cmd->add_option("model", args->model.model, "ONNX model file (or use --config)");
   cmd->add_option("--batch,-b", args->model.batch,
-                  "Binds the batch symbol (dim 0 of the first input)");
+                  "Binds the batch symbol (dim 0 of the first input)")
+      ->default_str("");
   cmd->add_option("--dim", args->model.dims, "Binds a symbolic dim: NAME=VALUE (repeatable)");
   AddPlanFlags(cmd, &args->plan, true);
   cmd->add_option("--budget", args->budget, "The limit, e.g. 40GiB, 80GB, 24000MiB");
   cmd->add_option("--device", args->device, "The limit is this GPU's memory (minus --margin)");
-  cmd->add_option("--margin", args->margin, "Percent of the device kept free (with --device)");
+  cmd->add_option("--margin", args->margin,
+                  "Percent of the device kept free (with --device; default 5, as advise)");
   cmd->add_option("--config", args->config, "A JSON budget file with several checks");
   cmd->add_option("--metric", args->metric,
                   "Peak compared with the budget: device (reserved + context, default), "

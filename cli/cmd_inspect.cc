@@ -1,4 +1,5 @@
 // `memplan inspect`: what is in the model, and every tensor's shape.
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <set>
@@ -7,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "cli/options.h"
+#include "planner/checkpoint.h"
 #include "planner/params.h"
 
 namespace memplan {
@@ -59,16 +61,14 @@ int RunInspect(const InspectArgs& a) {
   std::vector<std::string> warnings;
   const Graph& raw = loaded.value();
   // Shapes need a binding for every symbol; without --batch show declared dims.
-  std::set<std::string> symbols;
-  for (int id : raw.inputs) {
-    for (const Dim& d : raw.tensors[id].declared) {
-      if (!d.symbol.empty()) symbols.insert(d.symbol);
-    }
-  }
-  const std::string batch_symbol = BatchSymbol(raw);
+  std::string batch_symbol;
+  auto resolved = ResolveBindings(raw, bindings.value(), &batch_symbol);
+  if (!resolved.ok()) return Fail(resolved.message());
+  const std::vector<std::string> symbol_list = InputSymbols(raw);
+  const std::set<std::string> symbols(symbol_list.begin(), symbol_list.end());
   bool all_bound = true;
   for (const std::string& s : symbols) {
-    if (!bindings->dims.count(s) && !(s == batch_symbol && bindings->batch > 0)) all_bound = false;
+    if (!resolved->count(s)) all_bound = false;
   }
   Graph g = raw;
   if (all_bound) {
@@ -77,6 +77,9 @@ int RunInspect(const InspectArgs& a) {
     g = std::move(bound.value());
   }
   PrintWarnings(warnings);
+  // The module paths --checkpoint takes (each also by a dotted suffix).
+  const std::vector<std::string> modules = ModulePaths(raw);
+  const BlockChain blocks = FindBlocks(raw);
   const std::vector<InitRole> roles = ClassifyInitializers(g);
   const ParamSummary params = SummarizeParams(g, roles);
   std::map<std::string, int> histogram;
@@ -91,6 +94,7 @@ int RunInspect(const InspectArgs& a) {
     j["opsets"] = g.opsets;
     j["symbols"] = symbols;
     j["batch_symbol"] = batch_symbol;
+    j["modules"] = modules;
     j["nodes"] = g.nodes.size();
     j["ops"] = histogram;
     for (int id : g.inputs) j["inputs"].push_back(TensorJson(g.tensors[id]));
@@ -136,6 +140,16 @@ int RunInspect(const InspectArgs& a) {
             << FormatBytes(params.buffer_bytes) << ") in " << params.buffers.size()
             << " tensors\n\nops\n";
   for (const auto& kv : histogram) std::cout << "  " << kv.first << " " << kv.second << "\n";
+  std::cout << "\nmodules (--checkpoint takes these paths, or a dotted suffix of one)\n";
+  if (modules.empty()) std::cout << "  none recorded by the exporter\n";
+  for (const std::string& m : modules) {
+    const size_t depth = static_cast<size_t>(std::count(m.begin(), m.end(), '.'));
+    std::cout << "  " << std::string(2 * depth, ' ') << m << "\n";
+  }
+  if (!blocks.blocks.empty()) {
+    std::cout << "repeated blocks (advise --checkpoint auto): " << blocks.pattern << " x"
+              << blocks.blocks.size() << "\n";
+  }
   if (!all_bound) std::cout << "\n(bind every symbol with --batch/--dim to see all shapes)\n";
   return kExitOk;
 }

@@ -1,4 +1,5 @@
 // `memplan plan`: the peak memory of one configuration.
+#include <chrono>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -18,7 +19,26 @@ struct PlanArgs {
   std::string timeline;
   std::string compare;  ///< A recorded run (memplan_torch trace) to compare with.
   size_t compare_rows = 20;
+  std::vector<std::string> reports;
 };
+
+// One format of the plan (json and table with the --compare side when there
+// is one); md, junit and html reuse the check report with no budget.
+std::string RenderPlan(const std::string& format, const std::string& model, const ReportCase& c,
+                       const Result<RunTrace>& run, const Comparison& cmp, size_t rows) {
+  const std::string title = "memplan plan: " + c.name;
+  if (format == "json") {
+    nlohmann::json j = PlanJson(model, c.plan);
+    if (run.ok()) j["compare"] = ComparisonJson(cmp, run.value());
+    return j.dump(2) + "\n";
+  }
+  if (format == "md") return PlanMarkdown(model, c.plan);
+  if (format == "junit") return CheckJUnit(title, {c});
+  if (format == "html") return CheckHtml(title, {c});
+  std::string out = PlanTable(model, c.plan);
+  if (run.ok()) out += ComparisonTable(cmp, run.value(), rows);
+  return out;
+}
 
 int RunPlan(const PlanArgs& a) {
   if (!a.compare.empty() && a.format != "table" && a.format != "json") {
@@ -30,10 +50,26 @@ int RunPlan(const PlanArgs& a) {
       return Fail(s.message());
     }
   }
+  std::vector<std::string> formats;
+  for (const std::string& r : a.reports) {
+    auto f = FormatOfPath(r);
+    if (!f.ok()) return Fail(f.message());
+    Status not_input = CheckOutputIsNotInput(r, {a.model.model, a.compare});
+    if (!not_input.ok()) return Fail(not_input.message());
+    formats.push_back(f.value());
+  }
+  const auto t0 = std::chrono::steady_clock::now();
   auto plan = PlanFromFlags(a.model, a.plan, false);
   if (!plan.ok()) {
     return Fail(plan.message());
   }
+  ReportCase c;
+  c.model = c.file = a.model.model;
+  c.plan = plan.value();
+  c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const size_t slash = a.model.model.find_last_of('/');
+  c.name = (slash == std::string::npos ? a.model.model : a.model.model.substr(slash + 1)) + " " +
+           ConfigLabel(c.plan);
   Result<RunTrace> run = Status::Error("");
   Comparison cmp;
   if (!a.compare.empty()) {
@@ -42,19 +78,8 @@ int RunPlan(const PlanArgs& a) {
       return Fail(run.message());
     }
     cmp = ComparePlanWithRun(plan.value(), run.value());
-  }
-  // md, junit and html reuse the check report with no budget.
-  ReportCase c;
-  if (a.format == "md" || a.format == "junit" || a.format == "html" || !a.timeline.empty()) {
-    c.model = c.file = a.model.model;
-    c.plan = plan.value();
-    const size_t slash = a.model.model.find_last_of('/');
-    c.name = (slash == std::string::npos ? a.model.model : a.model.model.substr(slash + 1)) + " " +
-             ConfigLabel(c.plan);
-    if (run.ok()) {
-      c.measured = MeasuredSamplesOf(run.value(), cmp.steady_step);
-      c.measured_label = "run " + a.compare + ", step " + std::to_string(cmp.steady_step);
-    }
+    c.measured = MeasuredSamplesOf(run.value(), cmp.steady_step);
+    c.measured_label = "run " + a.compare + ", step " + std::to_string(cmp.steady_step);
   }
   if (!a.timeline.empty()) {
     Status s = WriteFileAtomically(a.timeline, CheckTimelineSvg({c}));
@@ -62,21 +87,12 @@ int RunPlan(const PlanArgs& a) {
       return Fail(s.message());
     }
   }
-  const std::string title = "memplan plan: " + c.name;
-  if (a.format == "json") {
-    nlohmann::json j = PlanJson(a.model.model, plan.value());
-    if (run.ok()) j["compare"] = ComparisonJson(cmp, run.value());
-    std::cout << j.dump(2) << "\n";
-  } else if (a.format == "md") {
-    std::cout << CheckMarkdown(title, {c});
-  } else if (a.format == "junit") {
-    std::cout << CheckJUnit(title, {c});
-  } else if (a.format == "html") {
-    std::cout << CheckHtml(title, {c});
-  } else {
-    std::cout << PlanTable(a.model.model, plan.value());
-    if (run.ok()) std::cout << ComparisonTable(cmp, run.value(), a.compare_rows);
+  for (size_t i = 0; i < a.reports.size(); ++i) {
+    Status s = WriteFileAtomically(
+        a.reports[i], RenderPlan(formats[i], a.model.model, c, run, cmp, a.compare_rows));
+    if (!s.ok()) return Fail(s.message());
   }
+  std::cout << RenderPlan(a.format, a.model.model, c, run, cmp, a.compare_rows);
   return kExitOk;
 }
 
@@ -95,6 +111,9 @@ void AddPlanCommand(CLI::App* app, CliState* state) {
   cmd->add_option("--compare-rows", args->compare_rows,
                   "Module rows --compare prints, largest differences first (0: all)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--report", args->reports,
+                  "Also writes the plan to FILE, in the format of its extension (.json, .md, "
+                  ".xml = junit, .html, .txt = table; repeatable)");
   cmd->callback([args, state] { state->exit_code = RunPlan(*args); });
 }
 

@@ -147,6 +147,8 @@ int RunValidate(const ValidateArgs& a) {
   req.predicted_allocated = plan->peak.allocated_bytes;
   req.predicted_reserved = plan->peak.reserved_bytes;
   req.predicted_device = plan->peak.device_bytes;
+  // On the GPU the context is measured, not assumed (unless --reserve says).
+  req.measured_context = a.plan.reserve.empty();
   Result<ValidationReport> report = ValidateOnGpu(req);
   if (!report.ok()) {
     std::cerr << "memplan: error: " << report.message() << "\n";

@@ -76,13 +76,13 @@ Result<int64_t> ParseSize(const std::string& text) {
   double mult = 0;
   if (unit.empty() || unit == "b")
     mult = 1;
-  else if (unit == "kib" || unit == "k")
+  else if (unit == "kib" || unit == "ki" || unit == "k")
     mult = 1024.0;
-  else if (unit == "mib" || unit == "m")
+  else if (unit == "mib" || unit == "mi" || unit == "m")
     mult = 1024.0 * 1024;
-  else if (unit == "gib" || unit == "g")
+  else if (unit == "gib" || unit == "gi" || unit == "g")
     mult = 1024.0 * 1024 * 1024;
-  else if (unit == "tib" || unit == "t")
+  else if (unit == "tib" || unit == "ti" || unit == "t")
     mult = 1024.0 * 1024 * 1024 * 1024;
   else if (unit == "kb")
     mult = 1e3;
@@ -93,8 +93,9 @@ Result<int64_t> ParseSize(const std::string& text) {
   else if (unit == "tb")
     mult = 1e12;
   else
-    return Status::Error("'" + text + "': unknown unit '" + unit +
-                         "' (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)");
+    return Status::Error(
+        "'" + text + "': unknown unit '" + unit +
+        "' (binary: KiB MiB GiB TiB, also Ki/K, Mi/M, Gi/G, Ti/T; decimal: KB MB GB TB)");
   const double bytes = value * mult;
   if (!(bytes >= 0) || bytes > 9.0e18) return Status::Error("'" + text + "' is out of range");
   return static_cast<int64_t>(std::llround(bytes));
@@ -129,7 +130,12 @@ nlohmann::json ConfigJson(const Plan& plan) {
   const PlanOptions& o = plan.options;
   nlohmann::json c;
   c["mode"] = ModeName(o.mode);
-  c["batch"] = plan.batch;
+  // Fixed-shape models have no batch symbol: null, not a made-up number.
+  c["batch"] = plan.batch > 0 ? nlohmann::json(plan.batch) : nlohmann::json(nullptr);
+  c["batch_symbol"] =
+      plan.batch_symbol.empty() ? nlohmann::json(nullptr) : nlohmann::json(plan.batch_symbol);
+  c["dims"] = nlohmann::json::object();
+  for (const auto& kv : plan.dims) c["dims"][kv.first] = kv.second;
   c["precision"] = PrecisionName(o.precision);
   if (o.mode == Mode::kTrain) {
     c["optimizer"] = OptimizerName(o.optimizer);
@@ -145,6 +151,7 @@ nlohmann::json ConfigJson(const Plan& plan) {
 
 nlohmann::json PlanJson(const std::string& model, const Plan& plan) {
   nlohmann::json j;
+  j["schema_version"] = kPlanJsonSchemaVersion;
   j["model"] = model;
   j["config"] = ConfigJson(plan);
   nlohmann::json peak = PeakJson(plan.peak, true);
@@ -177,17 +184,87 @@ nlohmann::json PlanJson(const std::string& model, const Plan& plan) {
   return j;
 }
 
+std::string BatchLabel(const Plan& plan) {
+  if (plan.batch > 0) return "batch " + std::to_string(plan.batch);
+  return "fixed shapes";
+}
+
+std::string ConfigDetails(const Plan& plan) {
+  const PlanOptions& o = plan.options;
+  std::string s = "  dims ";
+  if (plan.dims.empty()) s += "none (fixed shapes)";
+  bool first = true;
+  for (const auto& kv : plan.dims) {
+    s += (first ? "" : ", ") + kv.first + "=" + std::to_string(kv.second);
+    first = false;
+  }
+  if (o.mode == Mode::kTrain) {
+    s += "; loss ";
+    s += LossName(o.loss);
+    s += "; ";
+    if (o.checkpoint_segments.empty()) {
+      s += "no checkpointing";
+    } else {
+      s += "checkpointed (" + std::to_string(o.checkpoint_segments.size()) + "): ";
+      for (size_t i = 0; i < o.checkpoint_segments.size(); ++i) {
+        s += (i ? ", " : "") + o.checkpoint_segments[i];
+      }
+    }
+  }
+  return s + "\n";
+}
+
+std::string PlanMarkdown(const std::string& model, const Plan& plan) {
+  std::ostringstream os;
+  const PlanOptions& o = plan.options;
+  const Peak& p = plan.peak;
+  os << "### " << model << "\n\n"
+     << ModeName(o.mode) << ", " << BatchLabel(plan) << ", " << PrecisionName(o.precision);
+  if (o.mode == Mode::kTrain) {
+    os << ", " << OptimizerName(o.optimizer) << ", " << AttentionName(o.attention) << " attention, "
+       << (o.step == StepKind::kFirst ? "first" : "steady") << " step";
+  }
+  std::string details = ConfigDetails(plan);
+  details = details.substr(2, details.size() - 3);  // without the indent and newline
+  os << "; " << details << "\n\n"
+     << "| peak | bytes | as PyTorch reports it |\n| --- | ---: | --- |\n"
+     << "| allocated | " << FormatBytes(p.allocated_bytes)
+     << " | `torch.cuda.max_memory_allocated()` |\n"
+     << "| reserved | " << FormatBytes(p.reserved_bytes)
+     << " | `torch.cuda.max_memory_reserved()` |\n"
+     << "| device | " << FormatBytes(p.device_bytes) << " | nvidia-smi (reserved + context) |\n\n"
+     << "Peak at `" << p.node << "` (" << PhaseName(p.phase) << "):\n\n"
+     << "| category | bytes | share |\n| --- | ---: | ---: |\n";
+  char line[160];
+  for (int c = 0; c < kNumCategories; ++c) {
+    const int64_t b = p.breakdown.bytes[c];
+    std::snprintf(line, sizeof line, "| %s | %s | %.1f %% |\n",
+                  CategoryName(static_cast<Category>(c)), FormatBytes(b).c_str(),
+                  p.allocated_bytes > 0 ? 100.0 * b / p.allocated_bytes : 0.0);
+    os << line;
+  }
+  os << "\nParameters " << FormatCount(plan.parameter_count) << " ("
+     << FormatBytes(plan.parameter_bytes) << ")";
+  if (o.mode == Mode::kTrain) {
+    os << "; first step peak " << FormatBytes(plan.first_step.allocated_bytes)
+       << " allocated, steady " << FormatBytes(plan.steady.allocated_bytes);
+  }
+  os << ".\n";
+  for (const std::string& w : plan.warnings) os << "\n> warning: " << w << "\n";
+  return os.str();
+}
+
 std::string PlanTable(const std::string& model, const Plan& plan) {
   std::ostringstream os;
   const PlanOptions& o = plan.options;
   const Peak& p = plan.peak;
-  os << model << "  " << ModeName(o.mode) << ", batch " << plan.batch << ", "
+  os << model << "  " << ModeName(o.mode) << ", " << BatchLabel(plan) << ", "
      << PrecisionName(o.precision);
   if (o.mode == Mode::kTrain) {
     os << ", " << OptimizerName(o.optimizer) << ", " << AttentionName(o.attention) << " attention, "
        << (o.step == StepKind::kFirst ? "first" : "steady") << " step";
   }
-  os << "\n\n";
+  os << "\n" << ConfigDetails(plan) << "\n";
   char line[256];
   auto row = [&](const char* label, int64_t bytes, const char* note) {
     std::snprintf(line, sizeof line, "  %-28s %12s  %s\n", label, FormatBytes(bytes).c_str(), note);

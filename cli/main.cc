@@ -2,15 +2,101 @@
 #include <exception>
 #include <new>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/files.h"
+#include "gpu_probe/gpu_probe.h"
+
+namespace {
+
+// Levenshtein distance, for "did you mean".
+size_t Distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The closest of `names` to `word` when it is close enough, else "".
+std::string Closest(const std::string& word, const std::vector<std::string>& names) {
+  std::string best;
+  size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
+  for (const std::string& n : names) {
+    const size_t d = Distance(word, n);
+    if (d < best_d) best = n, best_d = d;
+  }
+  return best;
+}
+
+std::vector<std::string> CommandNames(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    names.push_back(sub->get_name());
+  }
+  return names;
+}
+
+std::vector<std::string> FlagNames(const CLI::App& cmd) {
+  std::vector<std::string> names;
+  for (const CLI::Option* o : cmd.get_options()) {
+    for (const std::string& l : o->get_lnames()) names.push_back("--" + l);
+  }
+  return names;
+}
+
+std::string Usage(const CLI::App* cmd) {
+  if (cmd == nullptr) return "usage: memplan COMMAND ...; 'memplan help' lists the commands";
+  return "usage: memplan " + cmd->get_name() + " ...; 'memplan help " + cmd->get_name() +
+         "' lists its options";
+}
+
+// One `memplan: error:` line, a suggestion when one is close, and the usage.
+int ParseFailure(const CLI::App& app, const CLI::ParseError& e,
+                 const std::vector<std::string>& args) {
+  const CLI::App* cmd = nullptr;
+  for (const CLI::App* sub : app.get_subcommands()) cmd = sub;
+  std::string what = e.what();
+  std::cerr << "memplan: error: " << (cmd ? cmd->get_name() + ": " : "") << what << "\n";
+  if (cmd != nullptr) {
+    const std::vector<std::string> flags = FlagNames(*cmd);
+    for (const std::string& a : args) {
+      if (a.size() < 3 || a.compare(0, 2, "--") != 0) continue;
+      const std::string flag = a.substr(0, a.find('='));
+      bool known = false;
+      for (const std::string& f : flags) known |= f == flag;
+      if (known) continue;
+      const std::string near = Closest(flag, flags);
+      if (!near.empty()) std::cerr << "did you mean " << near << "?\n";
+    }
+  }
+  std::cerr << Usage(cmd) << "\n";
+  return memplan::kExitBadInput;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"memplan: GPU memory planning for PyTorch models, from their ONNX export",
                "memplan"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "memplan 0.1.0");
+  app.option_defaults()->always_capture_default();  // --help shows every default
+  const std::string version =
+      std::string("memplan 0.1.0\nGPU support (probe, validate, --device auto): ") +
+      (memplan::GpuSupportBuilt()
+           ? "built; its library (libmemplan_gpu.so: CUDA, cuBLAS, cuDNN) is loaded when those "
+             "run, and they say so if it cannot be"
+           : "not built (no CUDA Toolkit at build time, or -DMEMPLAN_WITH_CUDA=OFF)");
+  app.set_version_flag("--version", version);
   memplan::CliState state;
   memplan::AddInspectCommand(&app, &state);
   memplan::AddPlanCommand(&app, &state);
@@ -18,6 +104,45 @@ int main(int argc, char** argv) {
   memplan::AddCheckCommand(&app, &state);
   memplan::AddProbeCommand(&app, &state);
   memplan::AddValidateCommand(&app, &state);
+  app.footer("'memplan help COMMAND' (or 'memplan COMMAND --help') lists a command's options.");
+
+  std::vector<std::string> args(argv + 1, argv + argc);
+  // Bare `memplan`: the commands, on stderr (it is a usage error, exit 2).
+  if (args.empty()) {
+    std::cerr << app.help();
+    return memplan::kExitBadInput;
+  }
+  // `memplan help [COMMAND]`.
+  if (args[0] == "help") {
+    if (args.size() == 1) {
+      std::cout << app.help();
+      return memplan::kExitOk;
+    }
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      if (sub->get_name() == args[1]) {
+        std::cout << sub->help();
+        return memplan::kExitOk;
+      }
+    }
+    const std::string near = Closest(args[1], CommandNames(app));
+    std::cerr << "memplan: error: help: unknown command '" << args[1] << "'"
+              << (near.empty() ? "" : " (did you mean '" + near + "'?)") << "\n"
+              << Usage(nullptr) << "\n";
+    return memplan::kExitBadInput;
+  }
+  // An unknown command, named as such (not "A subcommand is required").
+  if (args[0].empty() || args[0][0] != '-') {
+    const std::vector<std::string> names = CommandNames(app);
+    bool known = false;
+    for (const std::string& n : names) known |= n == args[0];
+    if (!known) {
+      const std::string near = Closest(args[0], names);
+      std::cerr << "memplan: error: unknown command '" << args[0] << "'"
+                << (near.empty() ? "" : " (did you mean '" + near + "'?)") << "\n"
+                << Usage(nullptr) << "\n";
+      return memplan::kExitBadInput;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -27,8 +152,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "memplan: " << e.what() << "\n";
-    return memplan::kExitBadInput;
+    return ParseFailure(app, e, args);
   } catch (const std::bad_alloc&) {
     std::cerr << "memplan: error: " << memplan::OutOfMemoryMessage() << "\n";
     return memplan::kExitBadInput;

@@ -1,5 +1,6 @@
 #include "cli/options.h"
 
+#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -12,7 +13,11 @@ namespace memplan {
 
 void AddModelFlags(CLI::App* cmd, ModelFlags* f) {
   cmd->add_option("model", f->model, "ONNX model file")->required();
-  cmd->add_option("--batch,-b", f->batch, "Binds the batch symbol (dim 0 of the first input)");
+  cmd->add_option("--batch,-b", f->batch,
+                  "Binds the batch symbol (the input symbol called 'batch', else dim 0 of the "
+                  "first input)")
+      ->default_str("");
+  cmd->add_option("--batch-dim", f->batch_dim, "Names the symbol --batch binds");
   cmd->add_option("--dim", f->dims, "Binds a symbolic dim: NAME=VALUE (repeatable)");
 }
 
@@ -51,7 +56,9 @@ void AddPlanFlags(CLI::App* cmd, PlanFlags* f, bool with_mode) {
   cmd->add_option("--reserve", f->reserve,
                   "CUDA context and library memory outside PyTorch (default 767MiB)");
   cmd->add_option("--checkpoint", f->checkpoint,
-                  "Modules (name prefixes) to recompute in backward (repeatable)");
+                  "Modules to recompute in backward: full paths or their dotted suffixes "
+                  "(repeatable, or comma-separated)")
+      ->delimiter(',');
 }
 
 void AddFormatFlag(CLI::App* cmd, std::string* format, const std::vector<std::string>& choices) {
@@ -65,6 +72,7 @@ Result<ShapeBindings> ToBindings(const ModelFlags& f) {
     if (f.batch <= 0) return Status::Error(f.model + ": --batch must be a positive integer");
     b.batch = f.batch;
   }
+  b.batch_dim = f.batch_dim;
   for (const std::string& d : f.dims) {
     size_t eq = d.find('=');
     if (eq == std::string::npos || eq == 0) {
@@ -80,7 +88,13 @@ Result<ShapeBindings> ToBindings(const ModelFlags& f) {
       return Status::Error(f.model + ": --dim '" + d + "': '" + value + "' is not an integer");
     }
     if (v <= 0) return Status::Error(f.model + ": --dim '" + d + "': the value must be positive");
-    b.dims[d.substr(0, eq)] = v;
+    const std::string name = d.substr(0, eq);
+    auto prev = b.dims.find(name);
+    if (prev != b.dims.end() && prev->second != v) {
+      return Status::Error(f.model + ": --dim " + name + " is given twice (" +
+                           std::to_string(prev->second) + " and " + std::to_string(v) + ")");
+    }
+    b.dims[name] = v;
   }
   return b;
 }
@@ -119,6 +133,10 @@ Result<PlanOptions> ToPlanOptions(const PlanFlags& f) {
 
 Result<Graph> LoadGraph(const std::string& path) {
   NoteInput(path);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return Status::Error(path + ": is a directory, not an .onnx file");
+  }
   return ImportOnnxFile(path);
 }
 

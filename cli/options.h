@@ -18,6 +18,7 @@ namespace memplan {
 struct ModelFlags {
   std::string model;
   int64_t batch = -1;
+  std::string batch_dim;          ///< --batch-dim: the symbol --batch binds.
   std::vector<std::string> dims;  ///< NAME=VALUE
 };
 

@@ -278,6 +278,19 @@ CheckStatus ReportCase::status() const {
   return budget_bytes >= 0 ? CheckStatus::kPass : CheckStatus::kNoBudget;
 }
 
+bool ReportCase::near_miss() const {
+  return status() == CheckStatus::kPass && budget_bytes > 0 &&
+         static_cast<double>(headroom()) <
+             static_cast<double>(budget_bytes) * kNearMissPercent / 100.0;
+}
+
+std::string ReportCase::near_miss_text() const {
+  if (!near_miss()) return "";
+  char pct[16];
+  std::snprintf(pct, sizeof pct, "%g%%", kNearMissPercent);
+  return std::string("within ") + pct + " of the budget (headroom " + FormatBytes(headroom()) + ")";
+}
+
 std::string ConfigLabel(const Plan& plan) {
   const PlanOptions& o = plan.options;
   std::ostringstream os;
@@ -328,7 +341,7 @@ std::string SignedBytes(int64_t b) { return (b < 0 ? "-" : "+") + FormatBytes(b 
 std::string StatusText(const ReportCase& c) {
   switch (c.status()) {
     case CheckStatus::kPass:
-      return "pass";
+      return c.near_miss() ? "pass, WARNING: " + c.near_miss_text() : "pass";
     case CheckStatus::kNoBudget:
       return "-";
     case CheckStatus::kOverBudget:
@@ -413,6 +426,8 @@ nlohmann::json CheckJson(const std::vector<ReportCase>& cases) {
     j["name"] = c.name;
     j["model"] = c.model;
     j["status"] = CheckStatusName(s);
+    j["near_miss"] = c.near_miss();
+    if (c.near_miss()) j["warning"] = c.near_miss_text();
     j["metric"] = MetricName(c.metric);
     j["value_bytes"] = c.value();
     if (!c.measured_from.empty()) j["measured_from"] = c.measured_from;
@@ -585,7 +600,7 @@ std::string CheckMarkdown(const std::string& title, const std::vector<ReportCase
       std::string status;
       switch (c.status()) {
         case CheckStatus::kPass:
-          status = "\u2705 pass";
+          status = c.near_miss() ? "\u26a0\ufe0f pass, " + c.near_miss_text() : "\u2705 pass";
           break;
         case CheckStatus::kNoBudget:
           status = "-";
@@ -660,7 +675,7 @@ std::string CheckJUnit(const std::string& suite, const std::vector<ReportCase>& 
       j.failure_message = FailureText(c);
       j.failure_text = numbers.str();
     } else {
-      j.system_out = numbers.str();
+      j.system_out = (c.near_miss() ? "WARNING: " + c.near_miss_text() + "\n" : "") + numbers.str();
     }
     out.push_back(j);
   }
@@ -673,7 +688,7 @@ std::string CheckAnnotations(const std::vector<ReportCase>& cases) {
     if (Failed(c)) {
       out += GithubAnnotation(
           "error", c.file, "memplan: " + std::string(CheckStatusName(c.status())), FailureText(c));
-    } else if (c.budget_bytes > 0 && c.headroom() < c.budget_bytes / 20) {
+    } else if (c.near_miss()) {
       out += GithubAnnotation("warning", c.file, "memplan: close to budget",
                               c.name + ": " + MetricName(c.metric) + " peak " +
                                   FormatBytes(c.value()) + " is within 5% of the budget " +

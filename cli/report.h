@@ -64,6 +64,9 @@ enum class CheckStatus { kPass, kNoBudget, kOverBudget, kRegression };
 const char* CheckStatusName(CheckStatus s);
 
 /// One planned configuration, its budget and its baseline.
+/// A pass with less than this share of the budget left is a near miss.
+constexpr double kNearMissPercent = 5.0;
+
 struct ReportCase {
   std::string name;   ///< Stable id, used to match baselines.
   std::string model;  ///< Model path as given.
@@ -86,9 +89,22 @@ struct ReportCase {
   int64_t value() const { return MetricBytes(gated_peak(), metric); }
   int64_t headroom() const { return budget_bytes - value(); }
   CheckStatus status() const;
+  /// Passes with less than kNearMissPercent of the budget left: shown as a
+  /// warning in every format.
+  bool near_miss() const;
+  /// "within 5% of the budget (headroom 197 MiB)" when near_miss(), else "".
+  std::string near_miss_text() const;
   /// Percent growth over the baseline (0 when there is none).
   double increase_pct() const;
 };
+
+/// Writes `text` to `path`; the error names the path.
+
+/// `cases` in a --format: table, json, md, junit or html.
+std::string Render(const std::string& format, const std::vector<ReportCase>& cases,
+                   const std::string& title);
+/// The --report format of a file name (.json, .md, .xml, .html, .txt).
+Result<std::string> FormatOfPath(const std::string& path);
 
 /// "train b8 amp_bf16 adamw": the configuration in a few words.
 std::string ConfigLabel(const Plan& plan);

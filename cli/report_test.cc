@@ -42,7 +42,8 @@ TEST(ParseSize, UnitsAndErrors) {
   EXPECT_EQ(ParseSize("512 MiB").value(), 512 * kMiB);
   EXPECT_FALSE(ParseSize("12XB").ok());
   EXPECT_EQ(ParseSize("12XB").message(),
-            "'12XB': unknown unit 'xb' (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)");
+            "'12XB': unknown unit 'xb' (binary: KiB MiB GiB TiB, also Ki/K, Mi/M, Gi/G, "
+            "Ti/T; decimal: KB MB GB TB)");
   EXPECT_FALSE(ParseSize("GiB").ok());
 }
 

@@ -67,6 +67,9 @@ struct ValidationRequest {
   int64_t predicted_allocated = 0;            ///< 0 = not compared.
   int64_t predicted_reserved = 0;
   int64_t predicted_device = 0;
+  /// Compare the device peak with predicted_reserved + the context measured
+  /// on this GPU (instead of predicted_device, which assumed a context).
+  bool measured_context = false;
   int max_kernels = 24;  ///< Distinct shapes run at most (heaviest per kind first).
   int timing_runs = 5;   ///< Timed runs per kernel (after one warm-up).
   int64_t cublas_workspace_bytes = 32LL << 20;  ///< As PyTorch on sm90.

@@ -818,6 +818,13 @@ Result<ValidationReport> ValidateOnGpu(const ValidationRequest& req) {
   }
   report.context_bytes = info.context_bytes;
   report.measured_device_peak = info.context_bytes;
+  if (req.measured_context && req.predicted_reserved > 0) {
+    report.predicted_device = req.predicted_reserved + info.context_bytes;
+  }
+  s = RefuseBeyondDevice(sim->peak_reserved, info.free_bytes, req.safety_margin_bytes, req.device);
+  if (!s.ok()) {
+    return s;
+  }
   MP_CUDA(cudaStreamCreateWithFlags(&stream.s, cudaStreamNonBlocking));
   cublasStatus_t cs = cublasSetStream(cublas.h, stream.s);
   if (cs != CUBLAS_STATUS_SUCCESS) {

@@ -281,6 +281,19 @@ TEST(ReportTest, ToleranceAndMessage) {
             "does not fit: event 3 needs more than the free device memory minus the safety margin");
 }
 
+// gpt2 b600 on an H200 (599 GiB predicted): refused before any cudaMalloc,
+// in GiB, instead of failing at an allocator event number.
+TEST(ReportTest, RefusesUpFrontWhatCannotFit) {
+  const int64_t gib = 1024 * kMiB;
+  Status s = RefuseBeyondDevice(599 * gib, 139 * gib, 512 * kMiB, 0);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(),
+            "the plan reserves 599.00 GiB at its peak; GPU 0 has 139.00 GiB free, 138.50 GiB "
+            "usable after the 0.50 GiB --margin: it cannot fit (nothing was allocated)");
+  EXPECT_TRUE(RefuseBeyondDevice(100 * gib, 139 * gib, 512 * kMiB, 0).ok());
+  EXPECT_FALSE(RefuseBeyondDevice(139 * gib, 139 * gib, 512 * kMiB, 1).ok());
+}
+
 TEST(NoGpuTest, ErrorsNameTheReason) {
   if (!GpuSupportBuilt()) {
     const std::string msg =

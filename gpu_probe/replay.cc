@@ -400,4 +400,19 @@ void FinishReport(double tolerance, ValidationReport* r) {
   r->message = m;
 }
 
+Status RefuseBeyondDevice(int64_t reserved_peak, int64_t free_bytes, int64_t margin_bytes,
+                          int device) {
+  const int64_t usable = free_bytes - margin_bytes;
+  if (reserved_peak <= usable) return Status();
+  auto gib = [](int64_t b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1024.0 * 1024 * 1024));
+    return std::string(buf);
+  };
+  return Status::Error("the plan reserves " + gib(reserved_peak) + " at its peak; GPU " +
+                       std::to_string(device) + " has " + gib(free_bytes) + " free, " +
+                       gib(usable > 0 ? usable : 0) + " usable after the " + gib(margin_bytes) +
+                       " --margin: it cannot fit (nothing was allocated)");
+}
+
 }  // namespace memplan

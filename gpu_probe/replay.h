@@ -89,6 +89,12 @@ bool WithinTolerance(int64_t measured, int64_t predicted, double tolerance);
 /// Sets within_tolerance and message from the numbers already in `report`.
 void FinishReport(double tolerance, ValidationReport* report);
 
+/// Refuses, before anything is allocated, a replay whose segments
+/// (`reserved_peak`) cannot fit in `free_bytes` minus `margin_bytes`: the
+/// error says both in GiB. OK when it can.
+Status RefuseBeyondDevice(int64_t reserved_peak, int64_t free_bytes, int64_t margin_bytes,
+                          int device);
+
 }  // namespace memplan
 
 #endif  // MEMPLAN_GPU_PROBE_REPLAY_H_

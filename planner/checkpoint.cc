@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "planner/checked.h"
 #include "planner/op_registry.h"
@@ -53,6 +54,133 @@ bool Better(const BlockChain& a, const BlockChain& b) {
 bool InModule(const std::string& scope, const std::string& module) {
   if (scope.size() < module.size() || scope.compare(0, module.size(), module) != 0) return false;
   return scope.size() == module.size() || scope[module.size()] == '.';
+}
+
+std::vector<std::string> ModulePaths(const Graph& g) {
+  std::vector<int> order;
+  auto topo = TopologicalOrder(g);
+  if (topo.ok()) {
+    order = topo.value();
+  } else {
+    for (size_t i = 0; i < g.nodes.size(); ++i) order.push_back(static_cast<int>(i));
+  }
+  std::vector<std::string> paths;
+  std::set<std::string> seen;
+  for (int ni : order) {
+    const std::string& scope = g.nodes[ni].scope;
+    if (scope.empty()) continue;
+    size_t dot = 0;
+    while (true) {
+      dot = scope.find('.', dot);
+      const std::string prefix = dot == std::string::npos ? scope : scope.substr(0, dot);
+      if (!prefix.empty() && seen.insert(prefix).second) paths.push_back(prefix);
+      if (dot == std::string::npos) break;
+      ++dot;
+    }
+  }
+  return paths;
+}
+
+namespace {
+
+// Levenshtein distance, for suggestions.
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// Whether `pattern` is `path` or a dotted suffix of it.
+bool NamesModule(const std::string& path, const std::string& pattern) {
+  if (path == pattern) return true;
+  return path.size() > pattern.size() &&
+         path.compare(path.size() - pattern.size(), pattern.size(), pattern) == 0 &&
+         path[path.size() - pattern.size() - 1] == '.';
+}
+
+// The modules closest to `pattern` (by the best of the path and its dotted
+// suffixes), at most `n`.
+std::vector<std::string> CloseMatches(const std::vector<std::string>& paths,
+                                      const std::string& pattern, size_t n) {
+  std::vector<std::pair<size_t, size_t>> scored;  // (distance, index)
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const std::string& p = paths[i];
+    size_t best = EditDistance(p, pattern);
+    for (size_t dot = p.find('.'); dot != std::string::npos; dot = p.find('.', dot + 1)) {
+      best = std::min(best, EditDistance(p.substr(dot + 1), pattern));
+    }
+    scored.emplace_back(best, i);
+  }
+  std::stable_sort(scored.begin(), scored.end());
+  std::vector<std::string> out;
+  const size_t limit = std::max<size_t>(2, pattern.size() / 2);
+  for (const auto& s : scored) {
+    if (out.size() >= n || s.first > limit) break;
+    out.push_back(paths[s.second]);
+  }
+  return out;
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i) s += (i ? ", " : "") + names[i];
+  return s;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> ResolveCheckpointModules(
+    const Graph& g, const std::vector<std::string>& patterns) {
+  if (patterns.empty()) return std::vector<std::string>{};
+  const std::vector<std::string> paths = ModulePaths(g);
+  std::set<size_t> chosen;  // indices into paths (execution order)
+  for (const std::string& pattern : patterns) {
+    std::vector<size_t> hits;
+    for (size_t i = 0; i < paths.size(); ++i) {
+      if (paths[i] == pattern) {
+        hits = {i};
+        break;
+      }
+      if (NamesModule(paths[i], pattern)) hits.push_back(i);
+    }
+    const std::string where = g.source + ": --checkpoint " + pattern + ": ";
+    if (hits.empty()) {
+      if (paths.empty()) {
+        return Status::Error(where + "the model records no module names (nothing to checkpoint)");
+      }
+      const std::vector<std::string> close = CloseMatches(paths, pattern, 5);
+      return Status::Error(
+          where + "matches no module" +
+          (close.empty() ? std::string() : "; close matches: " + JoinNames(close)) +
+          " (memplan inspect lists the modules)");
+    }
+    if (hits.size() > 1) {
+      std::vector<std::string> names;
+      for (size_t k = 0; k < hits.size() && k < 5; ++k) names.push_back(paths[hits[k]]);
+      return Status::Error(where + "names " + std::to_string(hits.size()) + " modules (" +
+                           JoinNames(names) + (hits.size() > 5 ? ", ..." : "") +
+                           "): give a longer path");
+    }
+    chosen.insert(hits[0]);
+  }
+  std::vector<std::string> out;
+  for (size_t i : chosen) {
+    bool nested = false;
+    for (size_t j : chosen) {
+      if (j != i && InModule(paths[i], paths[j])) nested = true;
+    }
+    if (!nested) out.push_back(paths[i]);
+  }
+  return out;
 }
 
 std::vector<BlockChain> FindBlockFamilies(const Graph& g) {

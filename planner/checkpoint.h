@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "planner/graph.h"
+#include "planner/status.h"
 
 namespace memplan {
 
@@ -62,6 +63,20 @@ BlockChain FindBlocks(const Graph& g);
 
 /// Whether a node of scope `scope` belongs to module `module`.
 bool InModule(const std::string& scope, const std::string& module);
+
+/// Every module path of the graph (each dotted prefix of a node scope), in
+/// the order their first op runs.
+std::vector<std::string> ModulePaths(const Graph& g);
+
+/// The modules that `patterns` (--checkpoint) name, as one well-defined set:
+/// a pattern is a module's full path ("m.transformer.h.0") or a dotted suffix
+/// of it ("transformer.h.0": the name in the user's own code, without the
+/// export wrapper's prefix) that only one module has. A module inside another
+/// named one is part of that one's recompute and is dropped; the result is in
+/// execution order, whatever the order of the patterns. A pattern that names
+/// no module, or several, is an error listing the close matches.
+Result<std::vector<std::string>> ResolveCheckpointModules(const Graph& g,
+                                                          const std::vector<std::string>& patterns);
 
 enum class CheckpointStrategy { kNone, kSqrt, kAll, kOptimal };
 const char* StrategyName(CheckpointStrategy p);

@@ -38,6 +38,55 @@ TEST(Checkpoint, InModuleNeedsADotBoundary) {
   EXPECT_FALSE(InModule("m.h", "m.h.1"));
 }
 
+Graph Gpt2Like() {
+  std::vector<std::string> scopes = {"m.transformer.wte"};
+  for (int i = 0; i < 3; ++i) {
+    const std::string h = "m.transformer.h." + std::to_string(i);
+    for (const char* s : {".ln_1", ".attn", ".mlp"}) scopes.push_back(h + s);
+  }
+  scopes.push_back("m.lm_head");
+  return Chain(scopes);
+}
+
+TEST(Checkpoint, ModulePathsAreEveryScopePrefixInRunOrder) {
+  const std::vector<std::string> p = ModulePaths(Chain({"a.b.c", "a.d", "e"}));
+  EXPECT_EQ(p, (std::vector<std::string>{"a", "a.b", "a.b.c", "a.d", "e"}));
+}
+
+TEST(Checkpoint, ResolvesTheUsersNamesAndDottedSuffixes) {
+  const Graph g = Gpt2Like();
+  using V = std::vector<std::string>;
+  EXPECT_EQ(ResolveCheckpointModules(g, {"m.transformer.h.1"}).value(), V{"m.transformer.h.1"});
+  // The name in the user's code, without the export wrapper's "m.".
+  EXPECT_EQ(ResolveCheckpointModules(g, {"transformer.h.1"}).value(), V{"m.transformer.h.1"});
+  EXPECT_EQ(ResolveCheckpointModules(g, {"h.1"}).value(), V{"m.transformer.h.1"});
+  // Execution order, whatever the order given; duplicates once.
+  EXPECT_EQ(ResolveCheckpointModules(g, {"h.2", "h.0", "h.2"}).value(),
+            (V{"m.transformer.h.0", "m.transformer.h.2"}));
+  // Overlapping: the outer module covers the inner one, in either order.
+  EXPECT_EQ(ResolveCheckpointModules(g, {"h.1", "h.1.attn"}).value(), V{"m.transformer.h.1"});
+  EXPECT_EQ(ResolveCheckpointModules(g, {"h.1.attn", "h.1"}).value(), V{"m.transformer.h.1"});
+  EXPECT_EQ(ResolveCheckpointModules(g, {"transformer", "h.0"}).value(), V{"m.transformer"});
+}
+
+TEST(Checkpoint, UnmatchedOrAmbiguousNamesAreErrors) {
+  const Graph g = Gpt2Like();
+  auto none = ResolveCheckpointModules(g, {"nosuch.module"});
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.message(),
+            "m.onnx: --checkpoint nosuch.module: matches no module (memplan inspect lists the "
+            "modules)");
+  auto typo = ResolveCheckpointModules(g, {"transfomer.h.1"});
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.message().find("close matches: m.transformer.h.1"), std::string::npos)
+      << typo.message();
+  auto many = ResolveCheckpointModules(g, {"attn"});
+  ASSERT_FALSE(many.ok());
+  EXPECT_NE(many.message().find("names 3 modules (m.transformer.h.0.attn"), std::string::npos)
+      << many.message();
+  EXPECT_TRUE(ResolveCheckpointModules(g, {}).value().empty());
+}
+
 TEST(Checkpoint, TransformerBlocksAreTheOutermostNumberedFamily) {
   std::vector<std::string> scopes = {"m.wte", "m.wpe"};
   for (int i = 0; i < 3; ++i) {

@@ -27,6 +27,11 @@ struct DevicePreset {
   std::string source;             ///< The datasheet the numbers come from.
 };
 
+/// Percent of a device's memory that `advise` and `check --device` keep free
+/// by default: room for what the plan cannot see (driver reservations, cuDNN's
+/// per-shape engine choice; see the README's accuracy section).
+constexpr double kDefaultMarginPercent = 5.0;
+
 /// Every preset, in table order.
 const std::vector<DevicePreset>& ListDevices();
 

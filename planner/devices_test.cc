@@ -15,13 +15,31 @@ TEST(Devices, TableHasTheRequiredPresetsWithSaneNumbers) {
     const DevicePreset* d = FindDevice(n);
     ASSERT_NE(d, nullptr) << n;
     EXPECT_EQ(d->name, n);
-    EXPECT_GE(d->memory_bytes, 16LL << 30) << n;
+    EXPECT_GE(d->memory_bytes, 15LL << 30) << n;
     EXPECT_GE(d->context_bytes, 512LL << 20) << n;
     EXPECT_LE(d->context_bytes, 820LL << 20) << n;
     EXPECT_GT(d->fp16_flops, d->fp32_flops) << n;
     EXPECT_GT(d->mem_bandwidth, 1e11) << n;
     EXPECT_FALSE(d->source.empty()) << n;
   }
+}
+
+// What CUDA gets is below the marketing size ("24 GB" read as GiB): the
+// issue's L4, A10G (22.5 GiB) and L40S (45 GiB) as nvidia-smi shows them.
+TEST(Devices, MemoryIsWhatTheCardOffersNotTheMarketingSize) {
+  const std::pair<const char*, int64_t> nominal_gib[] = {
+      {"h200", 141},     {"h100-sxm", 80},  {"h100-pcie", 80}, {"a100-40gb", 40}, {"a100-80gb", 80},
+      {"l40s", 48},      {"l4", 24},        {"a10g", 24},      {"rtx-4090", 24},  {"rtx-3090", 24},
+      {"v100-16gb", 16}, {"v100-32gb", 32}, {"t4", 16}};
+  for (const auto& [name, gib] : nominal_gib) {
+    const DevicePreset* d = FindDevice(name);
+    ASSERT_NE(d, nullptr) << name;
+    EXPECT_LE(d->memory_bytes, gib << 30) << name;
+  }
+  EXPECT_LT(FindDevice("l4")->memory_bytes, (45LL << 30) / 2);  // 22.5 GiB
+  EXPECT_LT(FindDevice("a10g")->memory_bytes, (45LL << 30) / 2);
+  EXPECT_LE(FindDevice("l40s")->memory_bytes, 45LL << 30);
+  EXPECT_EQ(FindDevice("h100-sxm")->memory_bytes, 81559LL << 20);
 }
 
 TEST(Devices, NamesAndAliasesAreUnique) {

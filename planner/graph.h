@@ -99,6 +99,10 @@ struct Graph {
   int64_t ir_version = 0;
   std::map<std::string, int64_t> opsets;  ///< domain -> version.
   bool eval_mode_hint = false;            ///< The exporter recorded eval-only ops (model.eval()).
+  /// Set by InferShapes: the value of every symbol it bound, and which one
+  /// is the batch ("" when the model has none).
+  std::map<std::string, int64_t> bound_symbols;
+  std::string batch_symbol;
 
   std::vector<Tensor> tensors;
   std::vector<Node> nodes;

@@ -6,6 +6,7 @@
 
 #include "planner/arena.h"
 #include "planner/checked.h"
+#include "planner/checkpoint.h"
 #include "planner/schedule.h"
 
 namespace memplan {
@@ -977,6 +978,12 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
   Plan plan;
   plan.options = options;
   plan.batch = batch;
+  plan.dims = g.bound_symbols;
+  plan.batch_symbol = g.batch_symbol;
+  if (!g.batch_symbol.empty()) {
+    auto b = g.bound_symbols.find(g.batch_symbol);
+    if (b != g.bound_symbols.end()) plan.batch = b->second;
+  }
   plan.warnings = s.warnings;
   plan.parameter_count = s.parameter_count;
   for (int p : s.params) plan.parameter_bytes += s.vals[p].bytes;
@@ -1008,44 +1015,68 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
   for (Peak* p : {&plan.peak, &plan.first_step, &plan.steady}) {
     p->device_bytes = p->reserved_bytes + plan.context_bytes;
   }
-  const int iter = options.mode == Mode::kTrain && options.step == StepKind::kSteady ? 2 : 0;
+  int iter = options.mode == Mode::kTrain && options.step == StepKind::kSteady ? 2 : 0;
+  if (options.mode == Mode::kInference) {
+    // The reported peak spans both passes: draw the pass that holds it.
+    for (size_t k = 1; k < it.size(); ++k) {
+      if (PeakOf(sim, res, it[k].first, it[k].second).allocated_bytes >
+          PeakOf(sim, res, it[iter].first, it[iter].second).allocated_bytes) {
+        iter = static_cast<int>(k);
+      }
+    }
+  }
   // Per step (the simulation ran several); a saturated sum stays saturated.
   const int64_t steps = static_cast<int64_t>(sim.iteration_events.size());
   auto per_step = [steps](int64_t total) { return total == INT64_MAX ? total : total / steps; };
   plan.forward_flops = per_step(sim.forward_flops);
   plan.backward_flops = per_step(sim.backward_flops);
   plan.recompute_flops = per_step(sim.recompute_flops);
-  // The timeline of the planned iteration: one point per step.
+  // The timeline of the planned iteration: one point per step, at the
+  // step's highest moment (workspaces and temporaries come and go inside an
+  // op), so the curve reaches the peak the numbers report.
   const size_t e0 = sim.iteration_events[iter].first;
   const size_t e1 = sim.iteration_events[iter].second;
   Breakdown live;
-  std::unordered_map<int64_t, std::pair<int64_t, int>> blocks;
+  std::vector<int64_t> live_block(sim.storages.size(), 0);  // per storage, 0 when free
   std::vector<Category> cat(sim.storages.size());
-  for (size_t i = 0; i < sim.storages.size(); ++i) cat[i] = sim.storages[i].cat;
+  for (size_t i = 0; i < sim.storages.size(); ++i) cat[i] = sim.storages[i].first_cat;
+  size_t rt = 0;
+  TimelinePoint pt;
   for (size_t e = 0; e < e1; ++e) {
+    while (rt < sim.retags.size() && std::get<0>(sim.retags[rt]) <= e) {
+      const int st = std::get<1>(sim.retags[rt]);
+      const Category to = std::get<2>(sim.retags[rt]);
+      live.bytes[static_cast<int>(cat[st])] -= live_block[st];
+      live.bytes[static_cast<int>(to)] += live_block[st];
+      cat[st] = to;
+      ++rt;
+    }
     const MemEvent& ev = sim.events[e];
     const int st = sim.event_storage[e];
-    if (st < 0) continue;  // empty_cache
-    const int c = static_cast<int>(cat[st]);
-    if (ev.is_alloc) {
-      blocks[ev.id] = {res.placements[e].block, st};
-      live.bytes[c] += res.placements[e].block;
-    } else {
-      auto b = blocks.find(ev.id);
-      if (b != blocks.end()) {
-        live.bytes[c] -= b->second.first;
-        blocks.erase(b);
+    if (st >= 0) {  // not empty_cache
+      const int c = static_cast<int>(cat[st]);
+      if (ev.is_alloc) {
+        live_block[st] = res.placements[e].block;
+        live.bytes[c] += live_block[st];
+      } else {
+        live.bytes[c] -= live_block[st];
+        live_block[st] = 0;
       }
     }
-    const bool last_of_step = e + 1 == e1 || sim.event_step[e + 1] != sim.event_step[e];
-    if (e >= e0 && last_of_step) {
-      TimelinePoint pt;
+    if (e < e0) continue;
+    const bool first_of_step = e == e0 || sim.event_step[e - 1] != sim.event_step[e];
+    if (first_of_step || res.allocated_after[e] > pt.allocated) {
+      if (first_of_step) pt.reserved = 0;
       pt.step = sim.event_step[e];
       pt.phase = sim.steps_phase[pt.step];
       pt.node = sim.steps_label[pt.step];
       pt.live = live;
       pt.allocated = res.allocated_after[e];
-      pt.reserved = res.reserved_after[e];
+    }
+    pt.reserved = std::max(pt.reserved, res.reserved_after[e]);
+    const bool last_of_step = e + 1 == e1 || sim.event_step[e + 1] != sim.event_step[e];
+    if (last_of_step) {
+      pt.allocated_end = res.allocated_after[e];
       plan.timeline.push_back(pt);
     }
   }
@@ -1084,7 +1115,12 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
 
 }  // namespace
 
-Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options) {
+Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& requested) {
+  // Checkpoint patterns become module paths (one set, whatever their order).
+  PlanOptions options = requested;
+  auto checkpointed = ResolveCheckpointModules(g, requested.checkpoint_segments);
+  if (!checkpointed.ok()) return checkpointed.status();
+  options.checkpoint_segments = checkpointed.value();
   // What the export cannot tell (which cuDNN engines run fp32 convolutions,
   // whether activations run in place) is planned every way; the plan that
   // needs the most device memory is kept.
@@ -1099,6 +1135,7 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options)
   Peak most[3];                     // the largest allocated peak per step kind, over the variants
   std::vector<ModulePeak> modules;  // per module, the largest over the variants
   std::unordered_map<std::string, size_t> module_index;
+  std::vector<TimelinePoint> timeline;  // of the variant with the largest allocated peak
   for (Fp32ConvCopies c : convs) {
     PlanOptions o = options;
     o.fp32_conv = c;
@@ -1109,6 +1146,9 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options)
       auto plan = PlanSchedule(g, batch, o, sched.value());
       if (!plan.ok()) return plan;
       const Peak* peaks[3] = {&plan->peak, &plan->first_step, &plan->steady};
+      if (!have || plan->peak.allocated_bytes > most[0].allocated_bytes) {
+        timeline = plan->timeline;
+      }
       for (int k = 0; k < 3; ++k) {
         if (!have || peaks[k]->allocated_bytes > most[k].allocated_bytes) most[k] = *peaks[k];
       }
@@ -1143,6 +1183,32 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options)
     *peaks[k] = p;
   }
   keep->modules = std::move(modules);
+  // The timeline draws the allocated peak's variant, with the reserved line
+  // of the variant whose reserved figure is reported. The two may differ in
+  // steps (an in-place op is one step less): each reserved point goes to the
+  // next point of the same op, or else to the last one matched, keeping the
+  // highest, so the line reaches the reported reserved peak.
+  if (!timeline.empty()) {
+    std::vector<int64_t> reserved(timeline.size(), -1);
+    size_t i = 0;
+    for (const TimelinePoint& q : keep->timeline) {
+      for (size_t k = i; k < timeline.size() && k < i + 64; ++k) {
+        if (timeline[k].node == q.node) {
+          i = k;
+          break;
+        }
+      }
+      reserved[i] = std::max(reserved[i], q.reserved);
+    }
+    int64_t last = 0;
+    for (size_t k = 0; k < timeline.size(); ++k) {
+      if (reserved[k] >= 0) last = reserved[k];
+      // Never below its own variant's reserved (>= allocated); that is at most
+      // the kept variant's peak, which has the most reserved of all.
+      timeline[k].reserved = std::max(last, timeline[k].reserved);
+    }
+  }
+  keep->timeline = std::move(timeline);
   keep->options.fp32_conv = options.fp32_conv;
   keep->options.inplace = options.inplace;
   return keep;

@@ -2,6 +2,7 @@
 #define MEMPLAN_PLANNER_PLAN_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,9 +40,12 @@ struct TimelinePoint {
   int step = 0;  ///< Op index in the schedule.
   Phase phase = Phase::kForward;
   std::string node;       ///< Node label.
-  Breakdown live;         ///< Allocated bytes per category.
-  int64_t allocated = 0;  ///< Simulated memory_allocated.
-  int64_t reserved = 0;   ///< Simulated memory_reserved.
+  /// At the step's highest moment (an op's workspace and temporaries come and
+  /// go inside the step): allocated bytes per category, memory_allocated.
+  Breakdown live;
+  int64_t allocated = 0;
+  int64_t reserved = 0;       ///< The most memory_reserved during the step.
+  int64_t allocated_end = 0;  ///< memory_allocated after the step.
 };
 
 /// The maximum and what it is made of.
@@ -91,7 +95,10 @@ struct KernelShape {
 /// The memory plan for one configuration.
 struct Plan {
   PlanOptions options;
+  /// The value of the batch symbol; -1 when the model has none (fixed shapes).
   int64_t batch = 0;
+  std::string batch_symbol;             ///< "" when the model has none.
+  std::map<std::string, int64_t> dims;  ///< Every symbol bound, the batch's included.
   int64_t parameter_count = 0;  ///< Trainable parameters.
   int64_t parameter_bytes = 0;  ///< As stored on the GPU (after casting).
   int64_t buffer_bytes = 0;     ///< Non-trainable initializers.

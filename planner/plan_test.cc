@@ -285,7 +285,7 @@ TEST(Plan, AmpBf16ActivationsAreHalfTheSize) {
     if (pt.node == "fc2" && pt.phase == Phase::kForward) fwd_end = &pt;
   }
   ASSERT_TRUE(fwd_end);
-  EXPECT_EQ(fwd_end->allocated - a->allocated, 8 * kMiB - (2048 + 10240 + 512 + 512));
+  EXPECT_EQ(fwd_end->allocated_end - a->allocated_end, 8 * kMiB - (2048 + 10240 + 512 + 512));
 }
 
 TEST(Plan, WholeModelBf16HalvesParameters) {
@@ -427,11 +427,16 @@ TEST(Plan, CheckpointingReducesThePeakAndRecomputes) {
     }
   }
   EXPECT_EQ(recompute_points, 4);
-  // A name that matches no module changes nothing.
+  // A name that matches no module is an error (it used to change nothing).
   o.checkpoint_segments = {"nosuch"};
-  const Plan other = PlanOf(DeepMlp(), 4096, o);
-  EXPECT_EQ(other.peak.allocated_bytes, none.peak.allocated_bytes);
-  EXPECT_EQ(other.recompute_flops, 0);
+  GraphBuilder b = DeepMlp();
+  ShapeBindings bind;
+  bind.batch = 4096;
+  ASSERT_TRUE(InferShapes(&b.g, bind, nullptr).ok());
+  auto other = MakePlan(b.g, 4096, o);
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.message().find("--checkpoint nosuch: matches no module"), std::string::npos)
+      << other.message();
 }
 
 TEST(Plan, CheckpointIsIgnoredInInference) {

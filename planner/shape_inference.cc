@@ -1,5 +1,6 @@
 #include "planner/shape_inference.h"
 
+#include <set>
 #include <utility>
 
 #include "planner/checked.h"
@@ -166,13 +167,93 @@ Status BindInput(const Graph& g, Tensor* t, const Symbols& syms) {
 
 }  // namespace
 
+std::vector<std::string> InputSymbols(const Graph& g) {
+  std::set<std::string> symbols;
+  for (int id : g.inputs) {
+    if (id < 0 || id >= static_cast<int>(g.tensors.size())) continue;
+    for (const Dim& d : g.tensors[id].declared) {
+      if (!d.known() && !d.symbol.empty()) symbols.insert(d.symbol);
+    }
+  }
+  return {symbols.begin(), symbols.end()};
+}
+
 std::string BatchSymbol(const Graph& g) {
+  for (const std::string& s : InputSymbols(g)) {
+    if (s == "batch") return s;
+  }
   if (g.inputs.empty()) return "";
   const int id = g.inputs[0];
   if (id < 0 || id >= static_cast<int>(g.tensors.size())) return "";
   const Tensor& t = g.tensors[id];
-  if (!t.has_declared || t.declared.empty()) return "";
+  if (!t.has_declared || t.declared.empty() || t.declared[0].known()) return "";
   return t.declared[0].symbol;
+}
+
+namespace {
+
+std::string SymbolList(const std::vector<std::string>& symbols) {
+  if (symbols.empty()) return "it has none: every dim is fixed";
+  std::string s = "its symbols: ";
+  for (size_t i = 0; i < symbols.size(); ++i) s += (i ? ", " : "") + symbols[i];
+  return s;
+}
+
+}  // namespace
+
+Result<std::map<std::string, int64_t>> ResolveBindings(const Graph& g, const ShapeBindings& b,
+                                                       std::string* batch_symbol) {
+  const std::vector<std::string> symbols = InputSymbols(g);
+  std::set<std::string> declared(symbols.begin(), symbols.end());
+  // Symbols only in value_info are bindable too (shape inference reads them).
+  for (const Tensor& t : g.tensors) {
+    for (const Dim& d : t.declared) {
+      if (!d.known() && !d.symbol.empty()) declared.insert(d.symbol);
+    }
+  }
+  for (const auto& kv : b.dims) {
+    if (!declared.count(kv.first)) {
+      return Status::Error(g.source + ": --dim " + kv.first + "=" + std::to_string(kv.second) +
+                           ": the model has no symbol '" + kv.first + "' (" + SymbolList(symbols) +
+                           ")");
+    }
+  }
+  std::string batch = BatchSymbol(g);
+  if (!b.batch_dim.empty()) {
+    if (!declared.count(b.batch_dim)) {
+      return Status::Error(g.source + ": --batch-dim " + b.batch_dim +
+                           ": the model has no symbol '" + b.batch_dim + "' (" +
+                           SymbolList(symbols) + ")");
+    }
+    batch = b.batch_dim;
+  }
+  *batch_symbol = batch;
+  std::map<std::string, int64_t> values = b.dims;
+  if (b.batch == -1) return values;
+  if (batch.empty()) {
+    std::string why = "--batch: the model has no batch symbol";
+    if (!g.inputs.empty()) {
+      const Tensor& first = g.tensors[g.inputs[0]];
+      if (first.has_declared && !first.declared.empty() && first.declared[0].known()) {
+        why = "input '" + first.name + "' has a fixed batch of " +
+              std::to_string(first.declared[0].value) + "; export with a dynamic batch dim";
+      } else if (!first.has_declared || first.declared.empty()) {
+        why = "input '" + first.name + "' has no batch dim to bind --batch to";
+      }
+    }
+    if (!symbols.empty()) {
+      why += ", or name the batch symbol with --batch-dim (" + SymbolList(symbols) + ")";
+    }
+    return Status::Error(g.source + ": " + why);
+  }
+  auto it = values.find(batch);
+  if (it != values.end() && it->second != b.batch) {
+    return Status::Error(g.source + ": --batch " + std::to_string(b.batch) + " and --dim " + batch +
+                         "=" + std::to_string(it->second) +
+                         " bind the same symbol to different values");
+  }
+  values[batch] = b.batch;
+  return values;
 }
 
 Result<std::vector<int>> TopologicalOrder(const Graph& g) {
@@ -256,11 +337,6 @@ Result<std::vector<int>> TopologicalOrder(const Graph& g) {
 
 Status InferShapes(Graph* g, const ShapeBindings& b, std::vector<std::string>* warnings) {
   const int nt = static_cast<int>(g->tensors.size());
-  Symbols syms;
-  syms.batch_symbol = BatchSymbol(*g);
-  syms.batch = b.batch;
-  syms.dims = &b.dims;
-
   // Bindings must be positive.
   if (b.batch != -1 && b.batch <= 0) {
     std::string who = g->inputs.empty() ? std::string("the model")
@@ -283,18 +359,14 @@ Status InferShapes(Graph* g, const ShapeBindings& b, std::vector<std::string>* w
                            " must be positive, got " + std::to_string(kv.second));
     }
   }
-  if (b.batch > 0 && !g->inputs.empty()) {
-    const Tensor& first = g->tensors[g->inputs[0]];
-    if (first.has_declared && !first.declared.empty() && first.declared[0].known()) {
-      return Status::Error(g->source + ": input '" + first.name + "' has a fixed batch of " +
-                           std::to_string(first.declared[0].value) +
-                           "; export with a dynamic batch dim");
-    }
-    if (!first.has_declared || first.declared.empty()) {
-      return Status::Error(g->source + ": input '" + first.name +
-                           "' has no batch dim to bind --batch to");
-    }
-  }
+  std::string batch_symbol;
+  auto resolved = ResolveBindings(*g, b, &batch_symbol);
+  if (!resolved.ok()) return resolved.status();
+  g->bound_symbols = resolved.value();
+  g->batch_symbol = batch_symbol;
+  Symbols syms;
+  syms.batch_symbol = batch_symbol;
+  syms.dims = &g->bound_symbols;
 
   g->Link();
   auto order = TopologicalOrder(*g);

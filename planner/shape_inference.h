@@ -21,7 +21,8 @@ constexpr int64_t kMaxTotalTensorBytes = int64_t{1} << 56;
 
 /// Values for the symbolic dims of a model.
 struct ShapeBindings {
-  int64_t batch = -1;                   ///< Binds the batch symbol (dim 0 of the first input).
+  int64_t batch = -1;                   ///< Binds the batch symbol (see BatchSymbol()).
+  std::string batch_dim;                ///< Names the batch symbol ("" = BatchSymbol()).
   std::map<std::string, int64_t> dims;  ///< Any symbol by name.
 };
 
@@ -32,8 +33,21 @@ struct ShapeBindings {
 /// warning, else fail. Errors name the file and the node or tensor.
 Status InferShapes(Graph* g, const ShapeBindings& b, std::vector<std::string>* warnings);
 
-/// The name of the batch symbol (dim 0 of the first graph input), or "".
+/// The batch symbol: a symbol called "batch" in any graph input's dims
+/// (wherever it sits: nn.LSTM's [seq, batch, feature] too); else the symbol of
+/// dim 0 of the first graph input; "" when there is neither.
 std::string BatchSymbol(const Graph& g);
+
+/// The symbols of the graph inputs' declared dims, sorted.
+std::vector<std::string> InputSymbols(const Graph& g);
+
+/// What `b` binds, symbol by symbol, checked against the model: every --dim
+/// must name a symbol the model declares (the error lists the ones it has),
+/// --batch-dim too; --batch needs a batch symbol, and a --dim for that same
+/// symbol with another value is a conflict. `batch_symbol` gets the batch
+/// symbol in force ("" when none).
+Result<std::map<std::string, int64_t>> ResolveBindings(const Graph& g, const ShapeBindings& b,
+                                                       std::string* batch_symbol);
 
 /// Node indices in a topological order (file order where valid); fails on a
 /// cycle or on an input that nothing produces, naming the node and tensor.

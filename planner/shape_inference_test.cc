@@ -24,8 +24,75 @@ TEST(ShapeInference, BatchSymbolIsDimZeroOfFirstInput) {
   b.Input("x", {S("N"), D(3)});
   b.Input("y", {S("M")});
   EXPECT_EQ(BatchSymbol(b.g), "N");
+  GraphBuilder fixed;
+  fixed.Input("x", {D(4), D(3)});
+  EXPECT_EQ(BatchSymbol(fixed.g), "");
   GraphBuilder empty;
   EXPECT_EQ(BatchSymbol(empty.g), "");
+}
+
+// nn.LSTM's default layout [seq, batch, feature]: --batch binds the symbol
+// called "batch" wherever it is, not dim 0 ("seq").
+TEST(ShapeInference, BatchSymbolCalledBatchWinsWhereverItIs) {
+  GraphBuilder b;
+  b.Input("x", {S("seq"), S("batch"), D(16)});
+  b.Op("Relu", {"x"}, {"y"});
+  EXPECT_EQ(BatchSymbol(b.g), "batch");
+  ShapeBindings s = Batch(8);
+  s.dims["seq"] = 32;
+  ASSERT_TRUE(InferShapes(&b.g, s, nullptr).ok());
+  EXPECT_EQ(b.T("y").shape, (Shape{32, 8, 16}));
+  EXPECT_EQ(b.g.batch_symbol, "batch");
+  EXPECT_EQ(b.g.bound_symbols, (std::map<std::string, int64_t>{{"batch", 8}, {"seq", 32}}));
+}
+
+TEST(ShapeInference, BatchDimNamesAnotherSymbol) {
+  GraphBuilder b;
+  b.Input("x", {S("s0"), S("s1"), D(16)});
+  b.Op("Relu", {"x"}, {"y"});
+  ShapeBindings s = Batch(8);
+  s.batch_dim = "s1";
+  s.dims["s0"] = 32;
+  ASSERT_TRUE(InferShapes(&b.g, s, nullptr).ok());
+  EXPECT_EQ(b.T("y").shape, (Shape{32, 8, 16}));
+  s.batch_dim = "nope";
+  Status st = InferShapes(&b.g, s, nullptr);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message(),
+            "m.onnx: --batch-dim nope: the model has no symbol 'nope' (its symbols: "
+            "s0, s1)");
+}
+
+TEST(ShapeInference, UnknownDimSymbolIsAnError) {
+  GraphBuilder b;
+  b.Input("x", {S("batch"), S("sequence")});
+  ShapeBindings s = Batch(2);
+  s.dims["sequence"] = 4;
+  s.dims["seq"] = 1024;
+  Status st = InferShapes(&b.g, s, nullptr);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message(),
+            "m.onnx: --dim seq=1024: the model has no symbol 'seq' (its symbols: "
+            "batch, sequence)");
+}
+
+TEST(ShapeInference, BatchGivenTwiceMustAgree) {
+  GraphBuilder b;
+  b.Input("x", {S("batch"), D(3)});
+  ShapeBindings s = Batch(2);
+  s.dims["batch"] = 4;
+  Status st = InferShapes(&b.g, s, nullptr);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message(),
+            "m.onnx: --batch 2 and --dim batch=4 bind the same symbol to different "
+            "values");
+  s.dims["batch"] = 2;
+  EXPECT_TRUE(InferShapes(&b.g, s, nullptr).ok());
+  // --dim batch=N alone is the batch too.
+  ShapeBindings d;
+  d.dims["batch"] = 8;
+  ASSERT_TRUE(InferShapes(&b.g, d, nullptr).ok());
+  EXPECT_EQ(b.g.bound_symbols.at(b.g.batch_symbol), 8);
 }
 
 TEST(ShapeInference, BindsBatchAndNamedDims) {

@@ -50,14 +50,18 @@ expect 2 "unknown device" "$BIN" check "$R18" "${FLAGS[@]}" --device nosuchgpu
 expect 2 "--margin without --device" "$BIN" check "$R18" "${FLAGS[@]}" --budget 1GiB --margin 5
 cat >"$T/dev.json" <<JSON
 {"checks": [{"model": "$R18", "batch": 2, "precision": "amp_bf16", "device": "h100", "margin": 10},
-            {"model": "$R18", "batch": 2, "precision": "fp32", "device": "t4", "margin": 99}]}
+            {"model": "$R18", "batch": 2, "precision": "fp32", "device": "t4", "margin": 99},
+            {"model": "$R18", "batch": 2, "precision": "fp32", "device": "l4", "name": "l4"}]}
 JSON
 expect 1 "device budgets in a config" "$BIN" check --config "$T/dev.json" --format json
 python3 - "$T/out" <<'PY' && pass "device budget bytes" || fail "device budget bytes"
 import json, sys
 d = json.load(open(sys.argv[1]))
-a, b = d["checks"]
-assert a["budget_bytes"] == int(80 * 2**30 * 0.9), a["budget_bytes"]
+a, b, c = d["checks"]
+# What an H100 offers (nvidia-smi: 81559 MiB), not 80 GiB; the margin as given.
+assert a["budget_bytes"] == int(81559 * 2**20 * 0.9), a["budget_bytes"]
+# No margin given: advise's default, 5 % of the L4's 23034 MiB.
+assert c["budget_bytes"] == int(23034 * 2**20 * 0.95), c["budget_bytes"]
 assert a["status"] == "pass" and b["status"] == "over_budget", (a["status"], b["status"])
 PY
 
@@ -148,7 +152,7 @@ expect 2 "bad baseline" "$BIN" check --config "$T/conf/ok.json" --baseline "$T/b
 
 # plan: the new formats and the timeline.
 expect 0 "plan --format md" "$BIN" plan "$R18" "${FLAGS[@]}" --format md
-grep -q '^| configuration |' "$T/out" || fail "plan md table"
+grep -q '^| allocated |' "$T/out" || fail "plan md table"
 expect 0 "plan --timeline" "$BIN" plan "$R18" "${FLAGS[@]}" --timeline "$T/p.svg"
 python3 -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' "$T/p.svg" \
   && grep -q "saved_activations" "$T/p.svg" && pass "plan svg" || fail "plan svg"
