@@ -5,10 +5,12 @@
 #include <google/protobuf/unknown_field_set.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -323,8 +325,12 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
 // 'm.transformer.h.0.attn', 'addmm']), or a TorchScript-style name
 // ("/layer1/layer1.0/conv1/Conv" -> layer1, layer1.0, layer1.0.conv1). Sets
 // *eval_op when the exporter recorded an eval-only op (batch norm without
-// training statistics).
-void ReadModules(const onnx::NodeProto& np, Node* n, bool* eval_op) {
+// training statistics). Adds to *buffer_args the module buffers the node
+// reads: torch.export names a buffer's placeholder `b_<fqn>` and a
+// parameter's `p_<fqn>` (dots as underscores); the dynamo exporter keeps the
+// FX node text ("pkg.torch.onnx.fx_node").
+void ReadModules(const onnx::NodeProto& np, Node* n, bool* eval_op,
+                 std::set<std::string>* buffer_args) {
   // NodeProto.metadata_props (field 9, IR 10) is newer than Debian's schema:
   // read it from the unknown fields, parsing only the entries we use.
   static const std::string kScopes = "pkg.torch.onnx.name_scopes";
@@ -338,6 +344,19 @@ void ReadModules(const onnx::NodeProto& np, Node* n, bool* eval_op) {
     }
     const std::string& raw = field.length_delimited();
     if (raw.find("_native_batch_norm_legit_no_training") != std::string::npos) *eval_op = true;
+    if (raw.find("pkg.torch.onnx.fx_node") != std::string::npos) {
+      onnx::StringStringEntryProto fx;
+      if (fx.ParseFromString(raw) && fx.key() == "pkg.torch.onnx.fx_node") {
+        const std::string& v = fx.value();
+        for (size_t at = v.find("%b_"); at != std::string::npos; at = v.find("%b_", at + 1)) {
+          size_t end = at + 3;
+          while (end < v.size() &&
+                 (std::isalnum(static_cast<unsigned char>(v[end])) || v[end] == '_'))
+            ++end;
+          buffer_args->insert(v.substr(at + 3, end - at - 3));
+        }
+      }
+    }
     if (found || raw.find(kScopes) == std::string::npos) continue;
     onnx::StringStringEntryProto kv;
     if (!kv.ParseFromString(raw) || kv.key() != kScopes) continue;
@@ -522,6 +541,7 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
     g->inputs.push_back(id);
   }
   // Nodes: each output is produced once.
+  std::set<std::string> buffer_args;  // placeholder names of module buffers
   for (int ni = 0; ni < gp.node_size(); ++ni) {
     const auto& np = gp.node(ni);
     if (++im->total_nodes > im->limits.max_nodes) {
@@ -546,7 +566,7 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
         if (!name_ok.ok()) return name_ok;
       }
     }
-    ReadModules(np, &n, &g->eval_mode_hint);
+    ReadModules(np, &n, &g->eval_mode_hint, &buffer_args);
     const std::string where = "node '" + n.Label(ni) + "'";
     if (n.op_type.empty()) return im->Error(where + ": empty op_type");
     for (const auto& a : np.attribute()) {
@@ -598,6 +618,13 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
     Status s = ReadType(*im, out.type(), out.name(), &g->tensors[id]);
     if (!s.ok()) return s;
     g->outputs.push_back(id);
+  }
+  for (int id : g->initializers) {
+    std::string placeholder = g->tensors[id].name;
+    for (char& c : placeholder) {
+      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    }
+    if (buffer_args.count(placeholder)) g->tensors[id].exported_buffer = true;
   }
   g->Link();
   return Status();

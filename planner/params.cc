@@ -76,8 +76,9 @@ std::vector<InitRole> ClassifyInitializers(const Graph& g) {
         if (n.inputs[slot] == id) running_stat = true;
       }
     }
-    roles[id] =
-        (!running_stat && ReachesWeightSlot(g, id, 0)) ? InitRole::kParameter : InitRole::kBuffer;
+    roles[id] = (!running_stat && !t.exported_buffer && ReachesWeightSlot(g, id, 0))
+                    ? InitRole::kParameter
+                    : InitRole::kBuffer;
   }
   return roles;
 }

@@ -25,7 +25,9 @@ enum class InitRole {
 /// read by Gather, RNN weights, PRelu slope) or an elementwise/Concat input
 /// (learned positional embeddings, class tokens). BatchNormalization's
 /// running mean and variance are buffers; so is any float initializer that
-/// reaches no such slot. Integer, bool and one-element tensors are constants.
+/// reaches no such slot, or that the exporter recorded as a module buffer
+/// (Tensor::exported_buffer: a rotary embedding's inv_freq). Integer, bool
+/// and one-element tensors are constants.
 std::vector<InitRole> ClassifyInitializers(const Graph& g);
 
 /// Totals over the initializers.
