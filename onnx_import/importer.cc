@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -342,11 +343,14 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
 // 'm.transformer.h.0.attn', 'addmm']), or a TorchScript-style name
 // ("/layer1/layer1.0/conv1/Conv" -> layer1, layer1.0, layer1.0.conv1). Sets
 // *eval_op when the exporter recorded an eval-only op (batch norm without
-// training statistics).
+// training statistics). Adds to *buffer_args the module buffers the node
+// reads: torch.export names a buffer's placeholder `b_<fqn>` and a
+// parameter's `p_<fqn>` (dots as underscores); the dynamo exporter keeps the
+// FX node text ("pkg.torch.onnx.fx_node").
 // Module paths repeat their parents' prefixes, so their size grows with the
 // square of the depth: the depth and the bytes of all paths are bounded.
 Status ReadModules(Importer* im, const onnx::NodeProto& np, const std::string& where, Node* n,
-                   bool* eval_op) {
+                   bool* eval_op, std::set<std::string>* buffer_args) {
   // NodeProto.metadata_props (field 9, IR 10) is newer than Debian's schema:
   // read it from the unknown fields, parsing only the entries we use.
   static const std::string kScopes = "pkg.torch.onnx.name_scopes";
@@ -360,6 +364,19 @@ Status ReadModules(Importer* im, const onnx::NodeProto& np, const std::string& w
     }
     const std::string& raw = field.length_delimited();
     if (raw.find("_native_batch_norm_legit_no_training") != std::string::npos) *eval_op = true;
+    if (raw.find("pkg.torch.onnx.fx_node") != std::string::npos) {
+      onnx::StringStringEntryProto fx;
+      if (fx.ParseFromString(raw) && fx.key() == "pkg.torch.onnx.fx_node") {
+        const std::string& v = fx.value();
+        for (size_t at = v.find("%b_"); at != std::string::npos; at = v.find("%b_", at + 1)) {
+          size_t end = at + 3;
+          while (end < v.size() &&
+                 (std::isalnum(static_cast<unsigned char>(v[end])) || v[end] == '_'))
+            ++end;
+          buffer_args->insert(v.substr(at + 3, end - at - 3));
+        }
+      }
+    }
     if (found || raw.find(kScopes) == std::string::npos) continue;
     onnx::StringStringEntryProto kv;
     if (!kv.ParseFromString(raw) || kv.key() != kScopes) continue;
@@ -669,6 +686,7 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
     g->initializers = std::move(kept);
   }
   // Nodes: each output is produced once.
+  std::set<std::string> buffer_args;  // placeholder names of module buffers
   for (int ni = 0; ni < gp.node_size(); ++ni) {
     const auto& np = gp.node(ni);
     if (++im->total_nodes > im->limits.max_nodes) {
@@ -694,7 +712,7 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
       }
     }
     const std::string where = "node '" + n.Label(ni) + "'";
-    Status modules_ok = ReadModules(im, np, where, &n, &g->eval_mode_hint);
+    Status modules_ok = ReadModules(im, np, where, &n, &g->eval_mode_hint, &buffer_args);
     if (!modules_ok.ok()) return modules_ok;
     if (n.op_type.empty()) return im->Error(where + ": empty op_type");
     if (!im->functions.empty() && im->functions.count(n.domain + '\n' + n.op_type)) {
@@ -763,6 +781,13 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
     Status s = ReadType(*im, out.type(), out.name(), &g->tensors[id]);
     if (!s.ok()) return s;
     g->outputs.push_back(id);
+  }
+  for (int id : g->initializers) {
+    std::string placeholder = g->tensors[id].name;
+    for (char& c : placeholder) {
+      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    }
+    if (buffer_args.count(placeholder)) g->tensors[id].exported_buffer = true;
   }
   g->Link();
   return Status();

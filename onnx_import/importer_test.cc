@@ -63,6 +63,20 @@ TEST(ImporterTest, ReadsCalibrationModelWithoutWeights) {
   EXPECT_EQ(g.tensors[w].declared[0].value, 64);
 }
 
+// torch.export names a module buffer's placeholder b_<fqn>; the dynamo
+// exporter keeps it in the reading node's fx_node metadata.
+TEST(ImporterTest, MarksModuleBuffersTheExporterRecorded) {
+  auto r = ImportOnnxFile(ModelPath("llama_gqa_train"));
+  ASSERT_TRUE(r.ok()) << r.message();
+  const Graph& g = r.value();
+  const int inv_freq = g.Find("m.model.rotary_emb.inv_freq");
+  ASSERT_GE(inv_freq, 0);
+  EXPECT_TRUE(g.tensors[inv_freq].exported_buffer);
+  const int q = g.Find("m.model.layers.0.self_attn.q_proj.weight");
+  ASSERT_GE(q, 0);
+  EXPECT_FALSE(g.tensors[q].exported_buffer);
+}
+
 TEST(ImporterTest, KeepsSmallIntegerConstants) {
   auto r = ImportOnnxFile(ModelPath("gpt2_train"));
   ASSERT_TRUE(r.ok()) << r.message();

@@ -1,9 +1,11 @@
 #include "planner/attention.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 
+#include "planner/layout.h"
 #include "planner/op_registry.h"
 #include "planner/ops/op_util.h"
 
@@ -204,6 +206,182 @@ bool TryRegion(const Graph& g, int softmax, AttentionRegion* r) {
 
 }  // namespace
 
+namespace {
+
+std::vector<int64_t> Contiguous(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> st(shape.size(), 1);
+  int64_t acc = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= std::max<int64_t>(shape[i], 1);
+  }
+  return st;
+}
+
+// The strides of a view of (shape, strides) as `to`, as aten's computeStride
+// finds them; false when the view needs a copy.
+bool ViewAs(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
+            const std::vector<int64_t>& to, std::vector<int64_t>* out) {
+  out->assign(to.size(), 1);
+  if (shape.empty()) {
+    *out = Contiguous(to);
+    return true;
+  }
+  int view_d = static_cast<int>(to.size()) - 1;
+  int64_t chunk = strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+    tensor_numel *= shape[d];
+    if (d == 0 || (shape[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || to[view_d] == 1)) {
+        (*out)[view_d] = view_numel * chunk;
+        view_numel *= to[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (d > 0) {
+        chunk = strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  return view_d == -1;
+}
+
+std::vector<int64_t> RuntimeStridesOf(const Graph& g, int t, int depth,
+                                      std::map<int, std::vector<int64_t>>* memo) {
+  const Tensor& x = g.tensors[t];
+  const std::vector<int64_t> dense = Contiguous(x.shape);
+  if (depth > 64 || x.producer < 0 || !x.shape_known) return dense;
+  auto it = memo->find(t);
+  if (it != memo->end()) return it->second;
+  const Node& n = g.nodes[x.producer];
+  std::vector<int64_t> st = dense;
+  const int in = n.inputs.empty() ? -1 : n.inputs[0];
+  if (in >= 0 && g.tensors[in].shape_known && n.domain.empty()) {
+    const std::vector<int64_t>& ishape = g.tensors[in].shape;
+    if (n.op_type == "Transpose") {
+      const std::vector<int64_t> is = RuntimeStridesOf(g, in, depth + 1, memo);
+      std::vector<int64_t> perm = n.GetInts("perm");
+      if (perm.empty()) {
+        for (size_t i = ishape.size(); i-- > 0;) perm.push_back(static_cast<int64_t>(i));
+      }
+      if (perm.size() == is.size() && perm.size() == x.shape.size()) {
+        for (size_t i = 0; i < perm.size(); ++i) st[i] = is[perm[i]];
+      }
+    } else if (n.op_type == "Reshape" || n.op_type == "Unsqueeze" || n.op_type == "Squeeze" ||
+               n.op_type == "Flatten" || n.op_type == "Identity") {
+      const std::vector<int64_t> is = RuntimeStridesOf(g, in, depth + 1, memo);
+      std::vector<int64_t> v;
+      if (ViewAs(ishape, is, x.shape, &v)) st = v;
+    } else if (n.op_type == "Expand") {
+      const std::vector<int64_t> is = RuntimeStridesOf(g, in, depth + 1, memo);
+      const size_t off = x.shape.size() - std::min(x.shape.size(), ishape.size());
+      for (size_t i = 0; i < x.shape.size(); ++i) {
+        if (i < off) {
+          st[i] = 0;
+        } else {
+          const size_t k = i - off;
+          st[i] = (ishape[k] == 1 && x.shape[i] != 1) ? 0 : is[k];
+        }
+      }
+    } else if (IsTensorIteratorOp(n.op_type)) {
+      std::vector<StridedOperand> ops;
+      for (int i : n.inputs) {
+        if (i < 0 || !g.tensors[i].shape_known) continue;
+        ops.push_back({g.tensors[i].shape, RuntimeStridesOf(g, i, depth + 1, memo)});
+      }
+      st = ElementwiseOutputStrides(x.shape, ops);
+    }
+  }
+  (*memo)[t] = st;
+  return st;
+}
+
+}  // namespace
+
+std::vector<int64_t> RuntimeStrides(const Graph& g, int t) {
+  std::map<int, std::vector<int64_t>> memo;
+  return RuntimeStridesOf(g, t, 0, &memo);
+}
+
+bool DependsOnShapesOnly(const Graph& g, int t, bool* triangular) {
+  if (triangular) *triangular = false;
+  std::vector<int> stack = {t};
+  std::set<int> seen;
+  while (!stack.empty()) {
+    const int x = stack.back();
+    stack.pop_back();
+    if (x < 0 || !seen.insert(x).second) continue;
+    if (seen.size() > 4096) return false;
+    const Tensor& tx = g.tensors[x];
+    if (tx.producer >= 0) {
+      const Node& c = g.nodes[tx.producer];
+      static const std::set<std::string> kCompare = {"Less", "LessOrEqual", "Greater",
+                                                     "GreaterOrEqual", "Trilu"};
+      // Causal: a comparison of two position vectors broadcast against each
+      // other (row index against column index), or a triangle (Trilu).
+      if (triangular && c.op_type == "Trilu") *triangular = true;
+      if (triangular && kCompare.count(c.op_type) && c.inputs.size() == 2 && c.inputs[0] >= 0 &&
+          c.inputs[1] >= 0) {
+        const Tensor& a = g.tensors[c.inputs[0]];
+        const Tensor& b = g.tensors[c.inputs[1]];
+        int64_t na = 1, nb = 1;
+        for (int64_t d : a.shape) na *= d;
+        for (int64_t d : b.shape) nb *= d;
+        if (na > 1 && nb > 1 && a.shape != b.shape) *triangular = true;
+      }
+    }
+    if (tx.has_values) continue;
+    if (tx.kind == TensorKind::kGraphInput) return false;
+    if (tx.kind == TensorKind::kInitializer) {
+      int64_t n = 1;
+      for (int64_t d : tx.shape) n *= d;
+      if (IsFloat(tx.dtype) && n > 1) return false;
+      continue;
+    }
+    if (tx.producer < 0) return false;
+    const Node& n = g.nodes[tx.producer];
+    if (n.op_type == "Shape" || n.op_type == "Size") continue;  // reads no data
+    if (!n.domain.empty() || !n.subgraphs.empty()) return false;
+    for (int in : n.inputs) stack.push_back(in);
+  }
+  return true;
+}
+
+int UnrepeatedHeads(const Graph& g, int t) {
+  const std::vector<int64_t>& out = g.tensors[t].shape;
+  if (out.size() != 4) return -1;
+  int x = t;
+  bool reshaped = false, expanded = false;
+  for (int depth = 0; depth < 6; ++depth) {
+    const int p = Producer(g, x);
+    if (p < 0) return -1;
+    const Node& n = g.nodes[p];
+    if (n.op_type == "Reshape" && !reshaped) {
+      reshaped = true;
+    } else if (n.op_type == "Identity") {
+    } else if (n.op_type == "Expand" && reshaped && !expanded) {
+      expanded = true;
+    } else if (n.op_type == "Unsqueeze" && expanded) {
+      const int src = n.inputs.empty() ? -1 : n.inputs[0];
+      if (src < 0) return -1;
+      const std::vector<int64_t>& in = g.tensors[src].shape;
+      const std::vector<int64_t>& mid = g.tensors[n.outputs[0]].shape;
+      if (in.size() != 4 || mid.size() != 5 || mid[2] != 1) return -1;
+      if (in[0] != out[0] || in[2] != out[2] || in[3] != out[3]) return -1;
+      if (in[1] <= 0 || in[1] >= out[1] || out[1] % in[1] != 0) return -1;
+      return src;
+    } else {
+      return -1;
+    }
+    x = n.inputs.empty() ? -1 : n.inputs[0];
+    if (x < 0) return -1;
+  }
+  return -1;
+}
+
 std::vector<AttentionRegion> FindAttentionRegions(const Graph& g) {
   std::vector<AttentionRegion> out;
   std::set<int> used;
@@ -215,6 +393,13 @@ std::vector<AttentionRegion> FindAttentionRegions(const Graph& g) {
     for (int ni : r.nodes) overlap = overlap || used.count(ni);
     if (overlap) continue;
     used.insert(r.nodes.begin(), r.nodes.end());
+    bool triangular = false;
+    r.causal_mask = r.mask >= 0 && DependsOnShapesOnly(g, r.mask, &triangular) && triangular;
+    r.k_kv = UnrepeatedHeads(g, r.k);
+    r.v_kv = UnrepeatedHeads(g, r.v);
+    if (r.k_kv < 0 || r.v_kv < 0 || g.tensors[r.k_kv].shape[1] != g.tensors[r.v_kv].shape[1]) {
+      r.k_kv = r.v_kv = -1;
+    }
     out.push_back(std::move(r));
   }
   return out;

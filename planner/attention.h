@@ -21,7 +21,31 @@ struct AttentionRegion {
   bool k_transposed = false;
   bool scale_before_matmul = false;
   double dropout = 0.0;  ///< Dropout probability inside the block.
+  /// The mask is a causal pattern computed from shapes and constants alone
+  /// (position comparisons or a triangle; no input data, no parameter),
+  /// which Hugging Face decoders pass to SDPA as is_causal=True with no mask
+  /// when they run (the export materialises it because it traces).
+  bool causal_mask = false;
+  /// k and v before a head repeat (Unsqueeze-Expand-Reshape, HF repeat_kv),
+  /// [B, kv_heads, S, D]; -1 when they are not repeated.
+  int k_kv = -1;
+  int v_kv = -1;
 };
+
+/// True when tensor `t` of `g` is computed from graph-input shapes and
+/// constants only (no graph input's values, no float initializer);
+/// *triangular (optional) says whether a comparison or Trilu is among them.
+[[nodiscard]] bool DependsOnShapesOnly(const Graph& g, int t, bool* triangular = nullptr);
+
+/// The strides PyTorch gives tensor `t` of `g` when it runs: views
+/// (Transpose, Reshape, Unsqueeze, Squeeze, Flatten, Expand) and elementwise
+/// ops (TensorIterator keeps its inputs' layout) followed back from it;
+/// other ops write contiguous outputs.
+[[nodiscard]] std::vector<int64_t> RuntimeStrides(const Graph& g, int t);
+
+/// The [B, kv_heads, S, D] tensor that `t` ([B, heads, S, D]) repeats along
+/// its head dim (t = reshape(expand(unsqueeze(x, 2)))), or -1.
+[[nodiscard]] int UnrepeatedHeads(const Graph& g, int t);
 
 /// Finds the attention blocks of `g` (shapes inferred). A candidate whose
 /// inner tensors are used outside the block is left alone.

@@ -39,6 +39,7 @@ struct Tensor {
   bool has_values = false;      ///< Small integer data is known (shape math).
   std::vector<int64_t> values;  ///< Row-major; bool as 0/1.
 
+  bool exported_buffer = false;   ///< The exporter recorded a module buffer (not trained).
   bool external = false;          ///< Initializer stored as external data.
   std::string external_location;  ///< Path as written; never opened.
 

@@ -107,8 +107,9 @@ std::vector<InitRole> ClassifyInitializers(const Graph& g) {
         if (n.inputs[slot] == id) running_stat = true;
       }
     }
-    roles[id] = (!running_stat && (weight[id] || elementwise[id])) ? InitRole::kParameter
-                                                                   : InitRole::kBuffer;
+    roles[id] = (!running_stat && !t.exported_buffer && (weight[id] || elementwise[id]))
+                    ? InitRole::kParameter
+                    : InitRole::kBuffer;
   }
   return roles;
 }

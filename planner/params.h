@@ -28,7 +28,9 @@ enum class InitRole {
 /// embeddings, class tokens). BatchNormalization's running mean and variance
 /// are buffers; so is any float initializer that reaches no such slot (a
 /// sliced rotary table multiplied in). Integer, bool and one-element tensors
-/// are constants. Linear in nodes and edges.
+/// are constants. An initializer the exporter recorded as a module buffer
+/// (Tensor::exported_buffer: a rotary embedding's inv_freq) is a buffer.
+/// Linear in nodes and edges.
 std::vector<InitRole> ClassifyInitializers(const Graph& g);
 
 /// Totals over the initializers.

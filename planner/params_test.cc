@@ -63,6 +63,28 @@ TEST(Params, ConvAndBatchNormWeightsAreParametersRunningStatsBuffers) {
   EXPECT_EQ(s.buffers, (std::vector<int>{b.g.Find("bn.running_mean"), b.g.Find("bn.running_var")}));
 }
 
+// A rotary embedding's inv_freq reaches a MatMul (the frequencies times the
+// positions) but is a module buffer: no gradient, no optimizer state.
+TEST(Params, ExportedBufferIsNotAParameter) {
+  GraphBuilder b;
+  b.Input("pos", {D(1), D(16), D(1)});
+  b.Init("inv_freq", {1, 1, 4});
+  b.Init("w", {4, 4});
+  b.Op("MatMul", {"pos", "inv_freq"}, {"freqs"});
+  b.Op("MatMul", {"freqs", "w"}, {"y"});
+  b.Output("y");
+  b.g.Link();
+  auto roles = ClassifyInitializers(b.g);
+  EXPECT_EQ(RoleOf(b, roles, "inv_freq"), InitRole::kParameter);
+  b.g.tensors[b.g.Find("inv_freq")].exported_buffer = true;
+  roles = ClassifyInitializers(b.g);
+  EXPECT_EQ(RoleOf(b, roles, "inv_freq"), InitRole::kBuffer);
+  EXPECT_EQ(RoleOf(b, roles, "w"), InitRole::kParameter);
+  const ParamSummary sum = SummarizeParams(b.g, roles);
+  EXPECT_EQ(sum.parameter_count, 16);
+  EXPECT_EQ(sum.buffer_count, 4);
+}
+
 TEST(Params, IntegerBoolAndOneElementInitializersAreConstants) {
   GraphBuilder b;
   b.Input("x", {S("N"), D(4), D(6)});

@@ -8,11 +8,13 @@
 #include "planner/attention.h"
 #include "planner/checked.h"
 #include "planner/fusion.h"
+#include "planner/layout.h"
 #include "planner/module_calls.h"
 #include "planner/op_registry.h"
 #include "planner/ops/op_util.h"
 #include "planner/params.h"
 #include "planner/rnn.h"
+#include "planner/sdpa.h"
 #include "planner/shape_inference.h"
 
 namespace memplan {
@@ -255,6 +257,8 @@ class Builder {
   bool IsLinearBias(int ni, std::vector<int>& in) const;
   void AddBiasAdd(int ni, const std::vector<int>& in);
   int SegmentOf(const std::string& scope) const;
+  void SkipUnusedFeeders(std::set<int> tensors);
+  void FindRmsNorms();
   int CastVal(int v, DType to, bool weight_cache, const std::string& why);
   int ContiguousCopy(int v, const std::string& label);
   void AddViewOp(int ni, const OpDef* def, std::vector<int> in);
@@ -281,6 +285,8 @@ class Builder {
   std::map<int, AttentionRegion> regions_;  // keyed by the last node
   std::map<int, RnnRegion> rnn_regions_;    // keyed by the last layer
   std::map<int, FusedRegion> fused_;        // keyed by the last node
+  std::set<int> rms_pow_nodes_;             // RMSNorm: the mean-square Pow
+  std::set<int> rms_weight_muls_;           // RMSNorm: the Mul by the weight
 };
 
 void Builder::InitVals() {
@@ -370,7 +376,8 @@ int Builder::CastVal(int v, DType to, bool weight_cache, const std::string& why)
   c.base = -1;
   c.is_param = false;
   c.is_buffer = false;
-  c.strides = ContiguousStrides(c.shape);
+  // .to() keeps the layout of a dense input (memory_format=preserve).
+  c.strides = ElementwiseOutputStrides(c.shape, {{s_.vals[v].shape, s_.vals[v].strides}});
   const int cv = NewVal(c);
   ExecOp op;
   op.label = why;
@@ -548,7 +555,67 @@ bool Builder::MatMulNeedsCopy(int v, int rank_other) const {
 
 void Builder::AddComputeOp(int ni, const OpDef* def, std::vector<int> in) {
   const Node& n = g_.nodes[ni];
+  if (IsWholeCast(o_.precision)) {
+    // RMSNorm as Hugging Face writes it (LlamaRMSNorm, T5LayerNorm, ...)
+    // computes the mean square in fp32 (`hidden_states.to(torch.float32)`,
+    // a no-op the fp32 export drops) and casts back before the weight.
+    if (rms_pow_nodes_.count(ni) && !in.empty() && in[0] >= 0 && IsHalf(s_.vals[in[0]].dtype)) {
+      in[0] = CastVal(in[0], DType::kFloat, false, "to_float(" + n.Label(ni) + ")");
+    }
+    if (rms_weight_muls_.count(ni)) {
+      for (int& x : in) {
+        if (x >= 0 && s_.vals[x].dtype == DType::kFloat && !s_.vals[Root(x)].is_param) {
+          x = CastVal(x, HalfType(o_.precision), false, "to_input_dtype(" + n.Label(ni) + ")");
+        }
+      }
+    }
+  }
   AddCompute(n.op_type, n.Label(ni), ni, def, std::move(in), n.outputs, nullptr, -1);
+}
+
+// RMSNorm written as ops: Pow(x, 2) -> ReduceMean -> [Add eps] -> Sqrt ->
+// Reciprocal (or Rsqrt) -> Mul(x, .) -> Mul(weight, .).
+void Builder::FindRmsNorms() {
+  auto only = [&](int t, const char* op) {
+    if (t < 0 || g_.tensors[t].consumers.size() != 1) return -1;
+    const int c = g_.tensors[t].consumers[0];
+    return g_.nodes[c].op_type == op ? c : -1;
+  };
+  for (int ni = 0; ni < static_cast<int>(g_.nodes.size()); ++ni) {
+    const Node& p = g_.nodes[ni];
+    if (p.op_type != "Pow" || !p.domain.empty() || p.inputs.size() != 2 || p.outputs.empty()) {
+      continue;
+    }
+    ShapeContext ctx(const_cast<Graph*>(&g_), ni);
+    double e = 0.0;
+    if (!InputConstantFloat(ctx, 1, &e) || e != 2.0) continue;
+    int c = only(p.outputs[0], "ReduceMean");
+    if (c < 0) continue;
+    int t = g_.nodes[c].outputs[0];
+    const int add = only(t, "Add");
+    if (add >= 0) t = g_.nodes[add].outputs[0];
+    int r = -1;
+    const int sq = only(t, "Sqrt");
+    if (sq >= 0) {
+      const int rc = only(g_.nodes[sq].outputs[0], "Reciprocal");
+      if (rc >= 0) r = g_.nodes[rc].outputs[0];
+    } else {
+      const int rs = only(t, "Rsqrt");
+      if (rs >= 0) r = g_.nodes[rs].outputs[0];
+    }
+    if (r < 0) continue;
+    bool any = false;
+    for (int m : g_.tensors[r].consumers) {
+      if (g_.nodes[m].op_type != "Mul") continue;
+      for (int w : g_.tensors[g_.nodes[m].outputs[0]].consumers) {
+        if (g_.nodes[w].op_type == "Mul") {
+          rms_weight_muls_.insert(w);
+          any = true;
+        }
+      }
+    }
+    if (any) rms_pow_nodes_.insert(ni);
+  }
 }
 
 void Builder::AddCompute(const std::string& op_type, const std::string& label, int ni,
@@ -822,75 +889,205 @@ int Builder::Synthetic(const std::string& name, const std::vector<int64_t>& shap
   return NewVal(v);
 }
 
-// Replaces an exported attention block by what PyTorch runs: one fused
-// scaled_dot_product_attention call, or the eager matmul-softmax-matmul.
+// Replaces an exported attention block by what PyTorch runs: the
+// scaled_dot_product_attention kernel it selects (sdpa.h) with what that
+// kernel allocates and keeps, or, with --attention eager, the model's own
+// matmul-softmax-matmul.
 void Builder::AppendAttention(const AttentionRegion& r, const std::string& label) {
+  const bool fused = o_.attention == Attention::kFused;
+  // A mask made of shapes and constants only is the causal pattern an HF
+  // model passes as is_causal=True (no mask tensor); with no mask it passes
+  // k and v un-repeated with enable_gqa=True (transformers'
+  // integrations/sdpa_attention.py: use_gqa_in_sdpa).
+  const bool causal = fused && r.causal_mask;
+  const bool gqa = causal && r.k_kv >= 0;
   int q = val_of_[r.q];
-  int k = val_of_[r.k];
-  int v = val_of_[r.v];
-  const int mask = r.mask >= 0 ? val_of_[r.mask] : -1;
+  int k = val_of_[gqa ? r.k_kv : r.k];
+  int v = val_of_[gqa ? r.v_kv : r.v];
+  const int mask = r.mask >= 0 && !causal ? val_of_[r.mask] : -1;
   const int out = r.out;
   const bool amp = IsAmp(o_.precision);
   const DType half = HalfType(o_.precision);
   // Autocast runs attention in half precision.
+  const DType dt = amp && s_.vals[q].dtype == DType::kFloat ? half : s_.vals[q].dtype;
+  const Val& qv = s_.vals[q];
+  const std::vector<int64_t> qshape = qv.shape;
+  const size_t rank = qshape.size();
+  const int64_t sq = qshape[rank - 2];
+  const int64_t d = qshape[rank - 1];
+  const std::vector<int64_t> kshape = s_.vals[k].shape;
+  const bool k_transposed = r.k_transposed && !gqa;
+  const int64_t sk = k_transposed ? kshape.back() : kshape[kshape.size() - 2];
+  int64_t bh = 1;
+  for (size_t i = 0; i + 2 < rank; ++i) bh *= qshape[i];
+  const std::vector<int64_t>& oshape = g_.tensors[out].shape;
+  const int64_t dv = oshape.back();
+  const bool train = o_.mode == Mode::kTrain;
+  const bool grad =
+      train && (s_.vals[q].requires_grad || s_.vals[k].requires_grad || s_.vals[v].requires_grad);
+  {
+    Val& ov = s_.vals[out];
+    ov.dtype = dt;
+    ov.requires_grad = grad;
+    ov.bytes = BytesOf(oshape, dt);
+    ov.base = -1;
+  }
+  SdpaCall call;
+  call.dtype = dt;
+  call.heads = rank == 4 ? qshape[1] : 1;
+  call.kv_heads = rank == 4 && kshape.size() == 4 ? kshape[1] : call.heads;
+  call.head_dim = d;
+  call.value_head_dim = dv;
+  call.q_len = sq;
+  call.kv_len = sk;
+  if (causal) {
+    call.mask = SdpaMask::kCausal;
+  } else if (mask >= 0) {
+    const Val& m = s_.vals[mask];
+    call.mask = m.dtype == DType::kBool ? SdpaMask::kBool : SdpaMask::kFloat;
+    call.mask_requires_grad = m.requires_grad && train;
+    const std::vector<int64_t> st = RuntimeStrides(g_, r.mask);
+    call.mask_last_dim_contiguous = st.empty() || st.back() == 1 || m.shape.back() == 1;
+  }
+  call.dropout = train ? r.dropout : 0.0;
+  call.requires_grad = grad;
+  const SdpaKernel kernel = fused ? SelectSdpaKernel(call) : SdpaKernel::kMath;
+  if (fused && kernel == SdpaKernel::kMath) {
+    // The math kernel's matmuls copy operands whose layout does not fold
+    // into batches: q, k and v as PyTorch lays them out (a head split of a
+    // projection is a transposed view, and elementwise ops keep it).
+    const int tensors[3] = {r.q, gqa ? r.k_kv : r.k, gqa ? r.v_kv : r.v};
+    int* vals[3] = {&q, &k, &v};
+    for (int i = 0; i < 3; ++i) {
+      const int x = *vals[i];
+      if (x != val_of_[tensors[i]] || s_.vals[x].base >= 0) continue;
+      const std::vector<int64_t> st = RuntimeStrides(g_, tensors[i]);
+      if (st == s_.vals[x].strides || st.size() != s_.vals[x].shape.size()) continue;
+      const int view =
+          Synthetic(s_.vals[x].name + ":layout", s_.vals[x].shape, s_.vals[x].dtype, st, x);
+      s_.vals[view].requires_grad = s_.vals[x].requires_grad;
+      ExecOp op;
+      op.label = label + "/layout";
+      op.op_type = "View";
+      op.view = true;
+      op.in = {x};
+      op.out = {view};
+      op.grad_in = {s_.vals[x].requires_grad};
+      op.grad_kind = GradKind::kAlias;
+      s_.ops.push_back(op);
+      *vals[i] = view;
+    }
+  }
   if (amp) {
     for (int* x : {&q, &k, &v}) {
       if (s_.vals[*x].dtype == DType::kFloat)
         *x = CastVal(*x, half, false, "autocast(" + label + ")");
     }
   }
-  const Val& qv = s_.vals[q];
-  const DType dt = qv.dtype;
-  const std::vector<int64_t> qshape = qv.shape;
-  const size_t rank = qshape.size();
-  const int64_t sq = qshape[rank - 2];
-  const int64_t d = qshape[rank - 1];
-  const std::vector<int64_t>& kshape = s_.vals[k].shape;
-  const int64_t sk = r.k_transposed ? kshape.back() : kshape[kshape.size() - 2];
-  int64_t bh = 1;
-  for (size_t i = 0; i + 2 < rank; ++i) bh *= qshape[i];
-  const std::vector<int64_t>& oshape = g_.tensors[out].shape;
-  const int64_t dv = oshape.back();
-  Val& ov = s_.vals[out];
-  ov.dtype = dt;
-  ov.requires_grad =
-      o_.mode == Mode::kTrain &&
-      (s_.vals[q].requires_grad || s_.vals[k].requires_grad || s_.vals[v].requires_grad);
-  ov.bytes = BytesOf(oshape, dt);
-  ov.base = -1;
-  const bool train = o_.mode == Mode::kTrain;
-  if (o_.attention == Attention::kFused) {
-    // Flash / memory-efficient kernels write [B, S, H, D] and return it
-    // transposed to [B, H, S, D]; they keep q, k, v, out and an fp32
-    // logsumexp [B, H, S] for backward.
+  if (fused && kernel != SdpaKernel::kMath) {
+    // Flash / memory-efficient / cuDNN kernels write [B, S, H, D] and return
+    // it transposed to [B, H, S, D]; they keep q, k, v, out and an fp32
+    // logsumexp for backward.
+    Val& ov = s_.vals[out];
     ov.strides = ContiguousStrides(oshape);
     if (oshape.size() == 4) {
       const int64_t h = oshape[1];
       ov.strides = {sq * h * dv, dv, h * dv, 1};
     }
+    const bool mem_eff = kernel == SdpaKernel::kMemEfficient;
     ExecOp op;
-    op.label = label;
+    op.label = label + "/" + SdpaKernelName(kernel);
     op.op_type = "ScaledDotProductAttention";
     op.in = {q, k, v, mask};
     op.out = {out};
+    // The memory-efficient kernel computes the gradient of a mask that
+    // requires grad (mem_eff/kernel_backward.h: grad_bias).
     op.grad_in = {s_.vals[q].requires_grad, s_.vals[k].requires_grad, s_.vals[v].requires_grad,
-                  false};
-    if (train && ov.requires_grad) {
+                  mem_eff && call.mask_requires_grad};
+    if (grad) {
       for (int x : {q, k, v, out, mask}) {
         if (x >= 0) op.saved.push_back(SavedRef{x, 0, ""});
       }
-      op.saved.push_back(SavedRef{-1, BytesOf({bh, sq}, DType::kFloat), "logsumexp"});
+      // The memory-efficient kernel pads its logsumexp rows to 32
+      // (aten/src/ATen/native/transformers/cuda/attention.cu).
+      const int64_t lse_len = mem_eff ? (sq + 31) / 32 * 32 : sq;
+      op.saved.push_back(SavedRef{-1, BytesOf({bh, lse_len}, DType::kFloat), "logsumexp"});
       // Backward accumulates dq in fp32 and keeps fp32 row sums.
       op.bwd_workspace = BytesOf({bh, sq, d}, DType::kFloat) + BytesOf({bh, sq}, DType::kFloat);
+      if (call.kv_heads != call.heads) {
+        // Flash with GQA computes dk and dv per query head, then sums them
+        // to the key/value heads (measured: +2 MiB at B=1, 32/4 heads,
+        // S=2048, D=64, bf16; sdpa_probe_h200.jsonl).
+        op.bwd_workspace += 2 * BytesOf({bh, sk, d}, dt);
+      }
+      if (op.grad_in[3]) {
+        // grad_bias has the broadcast shape [B, H, Sq, Sk] (last dim padded
+        // to 16); autograd then sums it to the mask's own shape.
+        const int64_t full = BytesOf({bh, sq, (sk + 15) / 16 * 16}, s_.vals[mask].dtype);
+        if (full > s_.vals[mask].bytes) op.bwd_workspace += full;
+      }
     }
     op.flops = SatProduct({4, bh, sq, sk, d});
     s_.ops.push_back(op);
     return;
   }
-  // Eager: scores = q @ k^T; scale; mask; softmax; dropout; @ v.
+  // The math kernel (aten/src/ATen/native/transformers/attention.cpp,
+  // _scaled_dot_product_attention_math), or the model's eager code: ops
+  // autograd records one by one.
+  const bool math = fused;
+  const size_t first_op = s_.ops.size();
+  std::vector<int> locals;  // C++ locals of the math kernel: freed when it returns
+  const std::vector<SavedRef> none;
+  DType f = dt;
+  if (math && IsHalf(dt)) {
+    // Half inputs are computed in fp32 (allow_fp16_bf16_reduction_math_sdp
+    // is off by default); .to() keeps each input's layout.
+    f = DType::kFloat;
+    for (int* x : {&q, &k, &v}) {
+      *x = CastVal(*x, f, false, label + "/to_float");
+      locals.push_back(*x);
+    }
+  }
+  auto elementwise = [&](int x, const std::string& suffix) {
+    const Val& xv = s_.vals[x];
+    const int y = Synthetic(label + "/" + suffix, xv.shape, f,
+                            ElementwiseOutputStrides(xv.shape, {{xv.shape, xv.strides}}), -1);
+    AddCompute("Mul", label + "/" + suffix, -1, FindOp("", "Mul"), {x, -1}, {y}, &none,
+               SatProduct({1, static_cast<int64_t>(s_.vals[y].bytes)}));
+    return y;
+  };
+  if (math) {
+    // q and k are each scaled by sqrt(scale) before the product.
+    q = elementwise(q, "scale_q");
+    locals.push_back(q);
+  }
+  int causal_mask = -1;
+  if (math && causal) {
+    // ones(L, S, bool).tril() -> a float mask of -inf above the diagonal.
+    causal_mask = Synthetic(label + "/causal_mask", {sq, sk}, f, {}, -1);
+    ExecOp op;
+    op.label = label + "/causal_mask";
+    op.op_type = "CausalMask";
+    op.out = {causal_mask};
+    op.fwd_workspace = 2 * BytesOf({sq, sk}, DType::kBool);
+    s_.ops.push_back(op);
+    locals.push_back(causal_mask);
+  }
+  if (math && call.kv_heads != call.heads) {
+    // enable_gqa: k and v repeat_interleave'd to the query heads.
+    for (int* x : {&k, &v}) {
+      std::vector<int64_t> shape = s_.vals[*x].shape;
+      shape[1] = call.heads;
+      const int y = Synthetic(s_.vals[*x].name + ".repeat", shape, f, {}, -1);
+      AddCompute("RepeatInterleave", label + "/repeat_kv", -1, FindOp("", "Tile"), {*x, -1}, {y},
+                 &none, SatProduct({1, static_cast<int64_t>(s_.vals[y].bytes)}));
+      *x = y;
+      locals.push_back(y);
+    }
+  }
   int kt = k;
-  if (!r.k_transposed) {
-    std::vector<int64_t> shape = kshape;
+  if (!k_transposed) {
+    std::vector<int64_t> shape = s_.vals[k].shape;
     std::vector<int64_t> strides = s_.vals[k].strides;
     std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
     std::swap(strides[strides.size() - 1], strides[strides.size() - 2]);
@@ -906,53 +1103,104 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
     op.grad_kind = GradKind::kAlias;
     s_.ops.push_back(op);
   }
+  if (math) kt = elementwise(kt, "scale_k");
   std::vector<int64_t> sshape(qshape.begin(), qshape.end() - 1);
   sshape.push_back(sk);
-  const OpDef* matmul = FindOp("", "MatMul");
+  // Inside the SDPA op autocast is off (autocast_mode.cpp casts its inputs
+  // and calls it with the Autocast key excluded).
+  OpDef inner_matmul = *FindOp("", "MatMul");
+  if (math) inner_matmul.autocast = Autocast::kPassthrough;
+  const OpDef* matmul = &inner_matmul;
   auto make = [&](const std::string& suffix, DType t) {
-    const int x = Synthetic(label + "/" + suffix, sshape, t, {}, -1);
-    return x;
+    return Synthetic(label + "/" + suffix, sshape, t, {}, -1);
   };
   const int64_t s2 = SatProduct({bh, sq, sk});
-  int scores = make("scores", dt);
+  int scores = make("scores", f);
   AddCompute("MatMul", label + "/scores", -1, matmul, {q, kt}, {scores}, nullptr,
              SatProduct({2, s2, d}));
   // The saved operands are the (possibly copied) inputs of that matmul.
-  ExecOp& mm = s_.ops.back();
-  std::vector<SavedRef> mm_saves = {{mm.in[0], 0, ""}, {mm.in[1], 0, ""}};
-  mm.saved = train ? mm_saves : std::vector<SavedRef>{};
+  {
+    ExecOp& mm = s_.ops.back();
+    std::vector<SavedRef> mm_saves = {{mm.in[0], 0, ""}, {mm.in[1], 0, ""}};
+    mm.saved = train ? mm_saves : std::vector<SavedRef>{};
+  }
   int cur = scores;
-  const int scaled = make("scaled", s_.vals[cur].dtype);
-  const std::vector<SavedRef> none;
-  AddCompute("Div", label + "/scale", -1, FindOp("", "Div"), {cur, -1}, {scaled}, &none, s2);
-  cur = scaled;
-  if (mask >= 0) {
+  if (!math) {
+    const int scaled = make("scaled", s_.vals[cur].dtype);
+    AddCompute("Div", label + "/scale", -1, FindOp("", "Div"), {cur, -1}, {scaled}, &none, s2);
+    cur = scaled;
+  }
+  const int add_mask = math ? (causal_mask >= 0 ? causal_mask : mask) : mask;
+  if (add_mask >= 0 && math) {
+    // attn.add_(mask): in place; a mask that requires grad gets the
+    // scores' gradient summed to its shape.
+    const int masked = Synthetic(label + "/masked", sshape, f, s_.vals[cur].strides, cur);
+    ExecOp op;
+    op.label = label + "/mask";
+    op.op_type = "BiasAdd";
+    op.view = true;
+    op.in = {cur, add_mask};
+    op.out = {masked};
+    op.grad_kind = GradKind::kBiasAdd;
+    op.grad_in = {s_.vals[cur].requires_grad, add_mask == mask && call.mask_requires_grad};
+    s_.vals[masked].requires_grad = s_.vals[cur].requires_grad || op.grad_in[1];
+    op.flops = s2;
+    s_.ops.push_back(op);
+    cur = masked;
+  } else if (add_mask >= 0) {
     const int masked = make("masked", s_.vals[cur].dtype);
-    AddCompute("Add", label + "/mask", -1, FindOp("", "Add"), {cur, mask}, {masked}, &none, s2);
+    AddCompute("Add", label + "/mask", -1, FindOp("", "Add"), {cur, add_mask}, {masked}, &none, s2);
     cur = masked;
   }
   // Autocast's softmax writes fp32 from half input.
-  const int probs = make("probs", amp ? DType::kFloat : dt);
+  const int probs = make("probs", amp ? DType::kFloat : f);
   std::vector<SavedRef> soft_saves = {{probs, 0, ""}};
   AddCompute("Softmax", label + "/softmax", -1, FindOp("", "Softmax"), {cur}, {probs}, &soft_saves,
              SatMulNonNeg(5, s2));
+  if (math) {
+    // _safe_softmax: rows that are all -inf give 0; it compares the scores
+    // with -inf (a bool of their size) and reduces that per row.
+    s_.ops.back().fwd_workspace = BytesOf(sshape, DType::kBool);
+  }
   cur = probs;
-  if (r.dropout > 0.0) {
+  if (call.dropout > 0.0 || (!math && r.dropout > 0.0)) {
     const int dropped = make("dropout", s_.vals[cur].dtype);
     std::vector<SavedRef> drop_saves = {{-1, BytesOf(sshape, DType::kBool), "mask"}};
     AddCompute("Dropout", label + "/dropout", -1, FindOp("", "Dropout"), {cur}, {dropped},
                &drop_saves, s2);
     cur = dropped;
   }
-  if (amp && s_.vals[cur].dtype == DType::kFloat) {
+  if (amp && !math && s_.vals[cur].dtype == DType::kFloat) {
     cur = CastVal(cur, half, false, "autocast(" + label + "/context)");
   }
-  AddCompute("MatMul", label + "/context", -1, matmul, {cur, v}, {out}, nullptr,
+  int ctx = out;
+  if (math && f != dt) {
+    ctx = Synthetic(label + "/context", oshape, f, {}, -1);
+    s_.vals[ctx].requires_grad = grad;
+  }
+  AddCompute("MatMul", label + "/context", -1, matmul, {cur, v}, {ctx}, nullptr,
              SatProduct({2, bh, sq, sk, dv}));
-  ExecOp& mm2 = s_.ops.back();
-  std::vector<SavedRef> mm2_saves = {{mm2.in[0], 0, ""}, {mm2.in[1], 0, ""}};
-  mm2.saved = train ? mm2_saves : std::vector<SavedRef>{};
+  {
+    ExecOp& mm2 = s_.ops.back();
+    std::vector<SavedRef> mm2_saves = {{mm2.in[0], 0, ""}, {mm2.in[1], 0, ""}};
+    mm2.saved = train ? mm2_saves : std::vector<SavedRef>{};
+  }
+  if (ctx != out) {
+    // .to(the input dtype) of the output and of the (discarded) probabilities.
+    ExecOp op;
+    op.label = label + "/to_input_dtype";
+    op.op_type = "Cast";
+    op.in = {ctx};
+    op.out = {out};
+    op.grad_in = {grad};
+    op.fwd_workspace = BytesOf(sshape, dt);
+    s_.ops.push_back(op);
+  }
   s_.vals[out].strides = ContiguousStrides(oshape);
+  s_.vals[out].requires_grad = grad;
+  const int last = static_cast<int>(s_.ops.size()) - 1;
+  for (int x : locals) s_.vals[x].held_until = std::max(s_.vals[x].held_until, last);
+  (void)first_op;
 }
 
 // One cuDNN call for a whole nn.LSTM / nn.GRU / nn.RNN module, as
@@ -1117,8 +1365,14 @@ Result<Schedule> Builder::Build() {
   InitVals();
   auto order = TopologicalOrder(g_);
   if (!order.ok()) return order.status();
+  FindRmsNorms();
+  std::set<int> dropped;  // tensors the run-time SDPA call does not get
   for (AttentionRegion& r : FindAttentionRegions(g_)) {
     for (int ni : r.nodes) skipped_nodes_.insert(ni);
+    if (o_.attention == Attention::kFused && r.causal_mask) {
+      dropped.insert(r.mask);
+      if (r.k_kv >= 0) dropped.insert({r.k, r.v});
+    }
     regions_[r.last_node] = std::move(r);
   }
   for (RnnRegion& r : FindRnnRegions(g_)) {
@@ -1126,6 +1380,7 @@ Result<Schedule> Builder::Build() {
     const int last = r.layers.back();
     rnn_regions_[last] = std::move(r);
   }
+  SkipUnusedFeeders(dropped);
   for (FusedRegion& r : FindFusedRegions(g_)) {
     for (int ni : r.nodes) skipped_nodes_.insert(ni);
     fused_[r.last_node] = std::move(r);
@@ -1137,6 +1392,45 @@ Result<Schedule> Builder::Build() {
     for (size_t k = first_op; k < s_.ops.size(); ++k) s_.ops[k].segment = seg;
   }
   return std::move(s_);
+}
+
+// Nodes whose outputs only the skipped nodes read (shape reads aside) do not
+// run: the causal mask and the head repeat of an HF export when the model
+// passes is_causal and enable_gqa instead.
+void Builder::SkipUnusedFeeders(std::set<int> tensors) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto it = tensors.begin(); it != tensors.end();) {
+      const int p = g_.tensors[*it].producer;
+      if (p < 0 || skipped_nodes_.count(p)) {
+        it = tensors.erase(it);
+        continue;
+      }
+      bool unused = true;
+      for (int out : g_.nodes[p].outputs) {
+        if (out < 0) continue;
+        for (int o : g_.outputs) unused = unused && o != out;
+        for (int c : g_.tensors[out].consumers) {
+          if (skipped_nodes_.count(c)) continue;
+          bool shape_only = true;
+          for (int co : g_.nodes[c].outputs) {
+            shape_only = shape_only && (co < 0 || g_.tensors[co].has_values);
+          }
+          unused = unused && shape_only;
+        }
+      }
+      if (!unused) {
+        ++it;
+        continue;
+      }
+      skipped_nodes_.insert(p);
+      it = tensors.erase(it);
+      for (int in : g_.nodes[p].inputs) {
+        if (in >= 0) tensors.insert(in);
+      }
+      changed = true;
+    }
+  }
 }
 
 int Builder::SegmentOf(const std::string& scope) const {

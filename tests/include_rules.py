@@ -27,7 +27,7 @@ STAGE_OF = {
     "status": "ir", "checked": "ir", "dtype": "ir", "graph": "ir", "options": "ir",
     "op_registry": "ops", "shape_inference": "ops",
     "schedule": "schedule", "fusion": "schedule", "attention": "schedule",
-    "module_calls": "schedule", "params": "schedule",
+    "module_calls": "schedule", "params": "schedule", "sdpa": "schedule", "layout": "schedule",
     "allocator_sim": "simulation", "arena": "simulation", "plan": "simulation",
     "plan_model": "simulation",
     "checkpoint": "advice", "devices": "advice", "advisor": "advice",
