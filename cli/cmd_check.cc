@@ -350,6 +350,8 @@ int Bad(const std::string& message) {
   return Fail(message);
 }
 
+}  // namespace
+
 // Renders `cases` in `format`.
 std::string Render(const std::string& format, const std::vector<ReportCase>& cases,
                    const std::string& title) {

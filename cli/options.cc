@@ -133,10 +133,6 @@ Result<PlanOptions> ToPlanOptions(const PlanFlags& f) {
 
 Result<Graph> LoadGraph(const std::string& path) {
   NoteInput(path);
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return Status::Error(path + ": is a directory, not an .onnx file");
-  }
   return ImportOnnxFile(path);
 }
 

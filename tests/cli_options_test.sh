@@ -9,10 +9,13 @@ BIN=$1
 MODELS=$2
 source "$(dirname "$0")/test_lib.sh"
 M=$(cd "$MODELS" && pwd)/resnet18_train.onnx
-# one_error NAME TEXT: stderr is exactly one line containing TEXT.
+# one_error NAME TEXT: stderr has exactly one `memplan: error:` line, the
+# first, and it contains TEXT (a command-line parse error adds a usage line,
+# and "did you mean" where a flag is close).
 one_error() {
   local name=$1 text=$2
-  if [ "$(wc -l <"$T/err")" = 1 ] && grep -qF -- "$text" "$T/err"; then
+  if [ "$(grep -c '^memplan: error:' "$T/err")" = 1 ] && head -1 "$T/err" | grep -q '^memplan: error:' &&
+     head -1 "$T/err" | grep -qF -- "$text"; then
     pass "$name: one line naming '$text'"
   else
     fail "$name: want one line containing '$text', got:"

@@ -24,13 +24,13 @@ import sys
 STAGES = ["ir", "ops", "schedule", "simulation", "advice"]
 # planner/ file stem -> stage (a .h and its .cc share it); ops/ is "ops".
 STAGE_OF = {
-    "status": "ir", "checked": "ir", "dtype": "ir", "graph": "ir", "options": "ir",
+    "status": "ir", "text": "ir", "checked": "ir", "dtype": "ir", "graph": "ir", "options": "ir",
     "op_registry": "ops", "shape_inference": "ops",
     "schedule": "schedule", "fusion": "schedule", "attention": "schedule",
-    "module_calls": "schedule", "params": "schedule", "sdpa": "schedule", "layout": "schedule",
+    "module_calls": "schedule", "params": "schedule", "sdpa": "schedule", "layout": "schedule", "rnn": "schedule",
     "allocator_sim": "simulation", "arena": "simulation", "plan": "simulation",
     "plan_model": "simulation",
-    "checkpoint": "advice", "devices": "advice", "advisor": "advice",
+    "checkpoint": "schedule", "devices": "advice", "advisor": "advice",
 }
 # Headers outside the standard library that a folder may not include.
 FOREIGN = re.compile(r"^(google/|onnx|cuda|cublas|cudnn|CLI/|nlohmann/|gtest/|gmock/)")
