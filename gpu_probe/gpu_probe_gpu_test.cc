@@ -157,14 +157,12 @@ TEST(GpuProbeTest, ImpossibleRequestDoesNotFit) {
   ValidationRequest req;
   // 1 GiB that fits, then more than the whole device.
   req.events = {Alloc(1, 1024 * kMiB), Alloc(2, total + 1024 * kMiB), Free(2), Free(1)};
+  // Refused before anything is allocated: the replayed peak exceeds the free memory.
   Result<ValidationReport> r = gpu_impl::ValidateOnGpu(req);
-  ASSERT_TRUE(r.ok()) << r.message();
-  PrintReport("impossible", r.value());
-  EXPECT_FALSE(r->fits);
-  EXPECT_EQ(r->oom_at_event, 1);
-  EXPECT_EQ(r->measured_reserved_peak, 1024 * kMiB);
-  EXPECT_FALSE(r->within_tolerance);
-  // Everything was given back.
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("cannot fit (nothing was allocated)"), std::string::npos)
+      << r.message();
+  // Nothing is held.
   Result<std::vector<DeviceInfo>> after = gpu_impl::ProbeDevices();
   ASSERT_TRUE(after.ok()) << after.message();
   EXPECT_NEAR(static_cast<double>(after->at(0).free_bytes), static_cast<double>(free_before),
@@ -179,10 +177,9 @@ TEST(GpuProbeTest, MarginStopsBeforeTheDriverDoes) {
   req.events = {Alloc(1, 256 * kMiB), Free(1)};
   req.safety_margin_bytes = devices->at(0).total_bytes;
   Result<ValidationReport> r = gpu_impl::ValidateOnGpu(req);
-  ASSERT_TRUE(r.ok()) << r.message();
-  EXPECT_FALSE(r->fits);
-  EXPECT_EQ(r->oom_at_event, 0);
-  EXPECT_EQ(r->measured_reserved_peak, 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("usable after the"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("nothing was allocated"), std::string::npos) << r.message();
 }
 
 }  // namespace
