@@ -8,31 +8,16 @@
 #include "cli/commands.h"
 #include "cli/files.h"
 #include "gpu_probe/gpu_probe.h"
+#include "planner/text.h"
 
 namespace {
-
-// Levenshtein distance, for "did you mean".
-size_t Distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
 
 // The closest of `names` to `word` when it is close enough, else "".
 std::string Closest(const std::string& word, const std::vector<std::string>& names) {
   std::string best;
   size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
   for (const std::string& n : names) {
-    const size_t d = Distance(word, n);
+    const size_t d = memplan::EditDistance(word, n);
     if (d < best_d) best = n, best_d = d;
   }
   return best;

@@ -9,6 +9,7 @@
 #include "planner/checked.h"
 #include "planner/op_registry.h"
 #include "planner/shape_inference.h"
+#include "planner/text.h"
 
 namespace memplan {
 namespace {
@@ -82,22 +83,6 @@ std::vector<std::string> ModulePaths(const Graph& g) {
 }
 
 namespace {
-
-// Levenshtein distance, for suggestions.
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
 
 // Whether `pattern` is `path` or a dotted suffix of it.
 bool NamesModule(const std::string& path, const std::string& pattern) {

@@ -22,6 +22,9 @@ namespace memplan {
 /// written as \xNN: safe to print on a terminal.
 [[nodiscard]] std::string PrintableText(const std::string& s);
 
+/// Levenshtein distance between a and b (for "did you mean" suggestions).
+[[nodiscard]] size_t EditDistance(const std::string& a, const std::string& b);
+
 }  // namespace memplan
 
 #endif  // MEMPLAN_PLANNER_TEXT_H_
