@@ -463,7 +463,6 @@ Status ReadAttribute(Importer* im, const onnx::AttributeProto& a, const std::str
         sub->source = im->source;
         Status s = ImportGraph(im, *b, depth + 1, sub.get());
         if (!s.ok()) return s;
-        node->subgraphs.push_back(std::move(sub));
       }
       break;
     }

@@ -79,7 +79,6 @@ struct Node {
   std::vector<int> inputs;
   std::vector<int> outputs;
   std::map<std::string, Attribute> attrs;
-  std::vector<std::shared_ptr<Graph>> subgraphs;  ///< If/Loop/Scan bodies.
 
   bool Has(const std::string& attr) const { return attrs.count(attr) != 0; }
   int64_t GetInt(const std::string& attr, int64_t def) const;

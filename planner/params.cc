@@ -1,37 +1,24 @@
 #include "planner/params.h"
 
-#include <set>
 #include <string>
 
 #include "planner/checked.h"
+#include "planner/op_registry.h"
 
 namespace memplan {
 namespace {
 
-bool IsPassThrough(const std::string& op) {
-  static const std::set<std::string> kOps = {"Reshape", "Transpose", "Identity",
-                                             "Cast",    "CastLike",  "Unsqueeze",
-                                             "Squeeze", "Expand",    "Flatten"};
-  return kOps.count(op) != 0;
-}
-
-// True when input slot `slot` of `n` is a trainable-weight slot.
+// True when input `slot` of `n` may be a trainable weight.
 bool IsWeightSlot(const Node& n, int slot) {
   if (!n.domain.empty()) return false;
-  const std::string& op = n.op_type;
-  if (op == "Conv" || op == "ConvTranspose") return slot == 1 || slot == 2;
-  if (op == "Gemm" || op == "MatMul" || op == "Einsum") return true;
-  if (op == "BatchNormalization") return slot == 1 || slot == 2;
-  if (op == "LayerNormalization" || op == "GroupNormalization" || op == "InstanceNormalization" ||
-      op == "RMSNormalization" || op == "SimplifiedLayerNormalization") {
-    return slot == 1 || slot == 2;
-  }
-  // A learned table read by index (embeddings, relative position biases).
-  if (op == "Gather" || op == "GatherND" || op == "GatherElements") return slot == 0;
-  if (op == "LSTM" || op == "GRU" || op == "RNN") return slot >= 1 && slot <= 3;
-  if (op == "PRelu") return slot == 1;
-  static const std::set<std::string> kElementwise = {"Add", "Sub", "Mul", "Div", "Concat", "Where"};
-  return kElementwise.count(op) != 0;
+  const OpDef* def = FindOp(n.domain, n.op_type);
+  return def && HasSlot(def->weight_inputs, slot);
+}
+
+// True when a weight at input `slot` of `n` stays one through it.
+bool PassesWeight(const Node& n, int slot) {
+  const OpDef* def = FindOp(n.domain, n.op_type);
+  return slot == 0 && def && def->passes_weight;
 }
 
 // Follows `t` through pass-through ops; true when it reaches a weight slot.
@@ -41,7 +28,7 @@ bool ReachesWeightSlot(const Graph& g, int t, int depth) {
     const Node& n = g.nodes[ni];
     for (int slot = 0; slot < static_cast<int>(n.inputs.size()); ++slot) {
       if (n.inputs[slot] != t) continue;
-      if (IsPassThrough(n.op_type) && slot == 0) {
+      if (PassesWeight(n, slot)) {
         for (int out : n.outputs) {
           if (out >= 0 && ReachesWeightSlot(g, out, depth + 1)) return true;
         }
@@ -71,9 +58,12 @@ std::vector<InitRole> ClassifyInitializers(const Graph& g) {
     bool running_stat = false;
     for (int ni : t.consumers) {
       const Node& n = g.nodes[ni];
-      if (n.op_type != "BatchNormalization") continue;
-      for (size_t slot = 3; slot < n.inputs.size(); ++slot) {
-        if (n.inputs[slot] == id) running_stat = true;
+      const OpDef* def = FindOp(n.domain, n.op_type);
+      if (!def) continue;
+      for (size_t slot = 0; slot < n.inputs.size(); ++slot) {
+        if (n.inputs[slot] == id && HasSlot(def->buffer_inputs, static_cast<int>(slot))) {
+          running_stat = true;
+        }
       }
     }
     roles[id] =

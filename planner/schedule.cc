@@ -10,6 +10,7 @@
 #include "planner/fusion.h"
 #include "planner/module_calls.h"
 #include "planner/op_registry.h"
+#include "planner/ops/op_names.h"
 #include "planner/ops/op_util.h"
 #include "planner/params.h"
 #include "planner/shape_inference.h"
@@ -113,35 +114,6 @@ int64_t BytesOf(const std::vector<int64_t>& shape, DType dt) {
   int64_t b = 0;
   if (!CheckedNumel(shape, &n) || !DTypeBytes(dt, n, &b)) return 0;
   return b;
-}
-
-// Ops that PyTorch runs on contiguous memory (they call .contiguous()).
-bool NeedsContiguousInput(const std::string& op, int slot) {
-  static const std::set<std::string> kOps = {"Conv",
-                                             "ConvTranspose",
-                                             "BatchNormalization",
-                                             "LayerNormalization",
-                                             "GroupNormalization",
-                                             "InstanceNormalization",
-                                             "RMSNormalization",
-                                             "Softmax",
-                                             "LogSoftmax",
-                                             "MaxPool",
-                                             "AveragePool",
-                                             "LpPool",
-                                             "GlobalAveragePool",
-                                             "GlobalMaxPool",
-                                             "Resize",
-                                             "Upsample",
-                                             "LSTM",
-                                             "GRU",
-                                             "RNN"};
-  return slot == 0 && kOps.count(op) != 0;
-}
-
-bool UsesCublas(const std::string& op) {
-  return op == "MatMul" || op == "Gemm" || op == "Einsum" || op == "LSTM" || op == "GRU" ||
-         op == "RNN" || op == "Attention";
 }
 
 // The builder: walks the graph in order and appends ops and vals.
@@ -249,14 +221,14 @@ class Builder {
     return graph_dtype;
   }
   void InitVals();
-  Status AddNode(int ni);
+  void AddNode(int ni);
   void ProcessNode(int ni);
   bool IsLinearBias(int ni, std::vector<int>& in) const;
   void AddBiasAdd(int ni, const std::vector<int>& in);
   int SegmentOf(const std::string& scope) const;
   int CastVal(int v, DType to, bool weight_cache, const std::string& why);
   int ContiguousCopy(int v, const std::string& label);
-  void AddViewOp(int ni, const OpDef* def, std::vector<int> in);
+  void AddViewOp(int ni, const OpDef& def, std::vector<int> in);
   void AddComputeOp(int ni, const OpDef* def, std::vector<int> in);
   /// Appends a compute op: node ni (or -1 for synthetic ops, whose outputs
   /// are already made and whose saved tensors are given).
@@ -267,7 +239,8 @@ class Builder {
   void AddGroupNorm(const FusedRegion& r, int ni, const OpDef* def);
   int Synthetic(const std::string& name, const std::vector<int64_t>& shape, DType dt,
                 const std::vector<int64_t>& strides, int base);
-  bool ComputeViewOutput(const Node& n, int in_val, int out_tensor, Val* out) const;
+  bool ComputeViewOutput(const Node& n, const OpDef& def, int in_val, int out_tensor,
+                         Val* out) const;
   bool MatMulNeedsCopy(int v, int rank_other) const;
 
   const Graph& g_;
@@ -331,7 +304,7 @@ int Builder::CastVal(int v, DType to, bool weight_cache, const std::string& why)
       const int cv = NewVal(c);
       ExecOp op;
       op.label = "autocast(" + s_.vals[root].name + ")";
-      op.op_type = "Cast";
+      op.op_type = op_names::kCast;
       op.in = {root};
       op.out = {cv};
       op.grad_in = {s_.vals[root].requires_grad};
@@ -371,7 +344,7 @@ int Builder::CastVal(int v, DType to, bool weight_cache, const std::string& why)
   const int cv = NewVal(c);
   ExecOp op;
   op.label = why;
-  op.op_type = "Cast";
+  op.op_type = op_names::kCast;
   op.in = {v};
   op.out = {cv};
   op.grad_in = {s_.vals[v].requires_grad};
@@ -401,16 +374,16 @@ int Builder::ContiguousCopy(int v, const std::string& label) {
 }
 
 // Strides of a view op's output; false when PyTorch would copy instead.
-bool Builder::ComputeViewOutput(const Node& n, int in_val, int out_tensor, Val* out) const {
+bool Builder::ComputeViewOutput(const Node& n, const OpDef& def, int in_val, int out_tensor,
+                                Val* out) const {
   const Val& in = s_.vals[in_val];
   const std::vector<int64_t>& new_shape = g_.tensors[out_tensor].shape;
-  const std::string& op = n.op_type;
   out->strides = ContiguousStrides(new_shape);
-  if (op == "Identity" || op == "Dropout") {
+  if (def.view == ViewRule::kSame) {
     out->strides = in.strides;
     return true;
   }
-  if (op == "Transpose") {
+  if (def.view == ViewRule::kTranspose) {
     std::vector<int64_t> perm = n.GetInts("perm");
     const size_t r = in.shape.size();
     if (perm.empty()) {
@@ -423,7 +396,7 @@ bool Builder::ComputeViewOutput(const Node& n, int in_val, int out_tensor, Val* 
     }
     return true;
   }
-  if (op == "Expand") {
+  if (def.view == ViewRule::kExpand) {
     const size_t r = new_shape.size();
     const size_t off = r - in.shape.size();
     for (size_t i = 0; i < r; ++i) {
@@ -435,22 +408,12 @@ bool Builder::ComputeViewOutput(const Node& n, int in_val, int out_tensor, Val* 
     }
     return true;
   }
-  if (op == "Slice" || op == "Split" || op == "SplitToSequence" || op == "SequenceAt" ||
-      op == "Gather") {
-    // Same strides; a Gather that selects one index drops that dim.
-    if (op == "Gather") {
-      int64_t axis = n.GetInt("axis", 0);
-      if (axis < 0) axis += static_cast<int64_t>(in.shape.size());
-      std::vector<int64_t> st;
-      for (size_t i = 0; i < in.strides.size(); ++i) {
-        if (static_cast<int64_t>(i) != axis) st.push_back(in.strides[i]);
-      }
-      out->strides = st;
-      return st.size() == new_shape.size();
-    }
+  if (def.view == ViewRule::kSlice || def.view == ViewRule::kSplit ||
+      def.view == ViewRule::kSequence) {
+    // Same strides.
     if (in.shape.size() != new_shape.size()) return false;
     out->strides = in.strides;
-    if (op == "Slice") {
+    if (def.view == ViewRule::kSlice) {
       // x[a:b:step] multiplies the stride of each sliced axis by its step.
       const Tensor* axes =
           n.inputs.size() > 3 && n.inputs[3] >= 0 ? &g_.tensors[n.inputs[3]] : nullptr;
@@ -477,7 +440,7 @@ bool Builder::ComputeViewOutput(const Node& n, int in_val, int out_tensor, Val* 
   return ViewStrides(in.shape, in.strides, new_shape, &out->strides);
 }
 
-void Builder::AddViewOp(int ni, const OpDef* /*def*/, std::vector<int> in) {
+void Builder::AddViewOp(int ni, const OpDef& def, std::vector<int> in) {
   const Node& n = g_.nodes[ni];
   const int src = in[0];
   ExecOp op;
@@ -485,21 +448,20 @@ void Builder::AddViewOp(int ni, const OpDef* /*def*/, std::vector<int> in) {
   op.op_type = n.op_type;
   op.node = ni;
   op.in = in;
+  op.def = &def;
   op.view = true;
-  const bool gathers = n.op_type == "Slice" || n.op_type == "Split" ||
-                       n.op_type == "SplitToSequence" || n.op_type == "Gather" ||
-                       n.op_type == "Expand";
-  op.grad_kind = gathers ? GradKind::kGather : GradKind::kAlias;
+  op.grad_kind = def.grad == GradKind::kGather ? GradKind::kGather : GradKind::kAlias;
   bool copy = false;
-  for (int t : n.outputs) {
-    if (t < 0 || (n.op_type == "Dropout" && t != n.outputs[0])) continue;
+  for (size_t k = 0; k < n.outputs.size(); ++k) {
+    const int t = n.outputs[k];
+    if (t < 0 || (def.view_outputs >= 0 && k >= static_cast<size_t>(def.view_outputs))) continue;
     Val& v = s_.vals[t];
     v.dtype = s_.vals[src].dtype;
     v.requires_grad = s_.vals[src].requires_grad;
-    if (n.op_type == "SequenceAt" || n.op_type == "SplitToSequence") {
+    if (def.view == ViewRule::kSequence) {
       v.strides = s_.vals[src].strides;
       if (v.strides.size() != v.shape.size()) v.strides = ContiguousStrides(v.shape);
-    } else if (!ComputeViewOutput(n, src, t, &v)) {
+    } else if (!ComputeViewOutput(n, def, src, t, &v)) {
       copy = true;
       v.strides = ContiguousStrides(v.shape);
     }
@@ -571,9 +533,9 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
   for (size_t i = 0; i < in.size(); ++i) {
     if (in[i] < 0) continue;
     const Val& v = s_.vals[in[i]];
-    bool need =
-        NeedsContiguousInput(op_type, static_cast<int>(i)) && !IsContiguous(v.shape, v.strides);
-    if ((op_type == "MatMul" || op_type == "Gemm") && i < 2) {
+    // Ops that PyTorch runs on contiguous memory call .contiguous().
+    bool need = def && def->contiguous_input0 && i == 0 && !IsContiguous(v.shape, v.strides);
+    if (def && def->matmul_operands && i < 2) {
       const int other = in[1 - i];
       const int rank_other = other >= 0 ? static_cast<int>(s_.vals[other].shape.size()) : 2;
       need = MatMulNeedsCopy(in[i], rank_other);
@@ -584,14 +546,13 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
   op.label = label;
   op.op_type = op_type;
   op.node = ni;
+  op.def = def;
   op.in = in;
-  op.uses_cublas = UsesCublas(op_type);
+  op.uses_cublas = def && def->uses_cublas;
   // Output dtypes as they run: elementwise ops promote among their
   // (non-scalar) float inputs; others follow their data input.
-  static const std::set<std::string> kPromoting = {"Add",    "Sub", "Mul",  "Div",  "Pow",
-                                                   "Max",    "Min", "Sum",  "Mean", "Where",
-                                                   "Concat", "Mod", "PRelu"};
-  const bool promoting = kPromoting.count(op_type) != 0;
+  const OutputDType out_dtype = def ? def->output_dtype : OutputDType::kFollowInput;
+  const bool promoting = out_dtype == OutputDType::kPromote;
   DType promoted = DType::kUndefined;
   bool any_ranked = false;
   for (int v : in) {
@@ -620,9 +581,9 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     Val& v = s_.vals[t];
     const DType gdt = t < static_cast<int>(g_.tensors.size()) ? g_.tensors[t].dtype : v.dtype;
     if (IsFloat(gdt)) {
-      if (op_type == "Cast") {
+      if (out_dtype == OutputDType::kCastTarget) {
         v.dtype = amp ? gdt : RunDtype(gdt);
-      } else if (op_type == "CastLike" && in.size() > 1 && in[1] >= 0) {
+      } else if (out_dtype == OutputDType::kLikeInput1 && in.size() > 1 && in[1] >= 0) {
         v.dtype = s_.vals[in[1]].dtype;
       } else if (amp && ac == Autocast::kLowPrecision) {
         v.dtype = half;
@@ -680,29 +641,30 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
       op.grad_in[i] = in[i] >= 0 && s_.vals[in[i]].requires_grad && IsFloat(s_.vals[in[i]].dtype);
     }
   }
-  if (op_type == "Concat") op.grad_kind = GradKind::kAlias;
-  static const std::set<std::string> kInPlaceOps = {
-      "Relu", "Clip", "LeakyRelu", "HardSwish", "HardSigmoid", "Swish", "Add"};
-  if (kInPlaceOps.count(op_type) && !op.in.empty() && op.in[0] >= 0 && !op.out.empty() &&
+  if (def && def->alias != Alias::kView) op.grad_kind = def->grad;
+  const InPlaceUse inplace = def ? def->inplace : InPlaceUse::kNever;
+  if (inplace != InPlaceUse::kNever && !op.in.empty() && op.in[0] >= 0 && !op.out.empty() &&
       op.out[0] >= 0) {
     const Val& a = s_.vals[op.in[0]];
     const Val& y = s_.vals[op.out[0]];
     op.inplace_candidate = a.dtype == y.dtype && a.shape == y.shape;
     // In-place code is a CNN habit (torchvision: ReLU(inplace=True) and
     // `out += identity`); transformers (GELU, residual `x + y`) have neither.
-    if (op.inplace_candidate && op_type != "Add") s_.inplace_activations = true;
+    if (op.inplace_candidate && inplace == InPlaceUse::kActivation) {
+      s_.inplace_activations = true;
+    }
   }
   // CUDA max pooling (2-D, 3-D) always computes its int64 indices; without
   // autograd they are dropped right after the kernel.
-  if (op_type == "MaxPool" && op.saved.empty() && !op.out.empty() && op.out[0] >= 0 &&
+  if (def && def->makes_indices && op.saved.empty() && !op.out.empty() && op.out[0] >= 0 &&
       s_.vals[op.out[0]].shape.size() >= 4) {
     op.fwd_workspace = BytesOf(s_.vals[op.out[0]].shape, DType::kInt64);
   }
-  if (ni >= 0 && (op_type == "Conv" || op_type == "ConvTranspose")) {
+  if (ni >= 0 && def && def->cudnn_conv) {
     ConvWorkspaces(g_.nodes[ni], s_.vals, o_.fp32_conv, &op, &s_.fp32_convs);
   }
-  if (ni >= 0 && op_type == "GroupNormalization" && g_.nodes[ni].op_type == op_type &&
-      !op.in.empty() && op.in[0] >= 0) {
+  if (ni >= 0 && def && def->group_norm_workspaces &&
+      def == FindOp(g_.nodes[ni].domain, g_.nodes[ni].op_type) && !op.in.empty() && op.in[0] >= 0) {
     GroupNormWorkspaces(s_.vals[op.in[0]], g_.nodes[ni].GetInt("num_groups", 1), true, &op);
   }
   op.flops = flops >= 0 ? flops : (ni >= 0 && def && def->flops ? def->flops(g_, g_.nodes[ni]) : 0);
@@ -722,7 +684,8 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
 // in place, in the product's dtype (autocast casts the bias too).
 bool Builder::IsLinearBias(int ni, std::vector<int>& in) const {
   const Node& n = g_.nodes[ni];
-  if (n.op_type != "Add" || in.size() != 2 || in[0] < 0 || in[1] < 0) return false;
+  const OpDef* def = FindOp(n.domain, n.op_type);
+  if (!def || !def->is_add || in.size() != 2 || in[0] < 0 || in[1] < 0) return false;
   for (int k = 0; k < 2; ++k) {
     const int prod = in[k];
     const int bias = in[1 - k];
@@ -730,7 +693,8 @@ bool Builder::IsLinearBias(int ni, std::vector<int>& in) const {
     if (!b.is_param || s_.vals[bias].shape.size() != 1) continue;
     const int t = n.inputs[k];
     const int p = g_.tensors[t].producer;
-    if (p < 0 || (g_.nodes[p].op_type != "MatMul" && g_.nodes[p].op_type != "Gemm")) continue;
+    const OpDef* producer = p >= 0 ? FindOp(g_.nodes[p].domain, g_.nodes[p].op_type) : nullptr;
+    if (!producer || !producer->matmul_operands) continue;
     if (g_.tensors[t].consumers.size() != 1 || s_.vals[prod].base >= 0) continue;
     if (s_.vals[prod].shape.empty() || s_.vals[prod].shape.back() != s_.vals[bias].shape[0]) {
       continue;
@@ -765,7 +729,7 @@ void Builder::AddBiasAdd(int ni, const std::vector<int>& in) {
   s_.ops.push_back(op);
 }
 
-Status Builder::AddNode(int ni) {
+void Builder::AddNode(int ni) {
   const Node& n = g_.nodes[ni];
   // Shape arithmetic and constants never reach the GPU.
   bool all_values = true;
@@ -775,36 +739,29 @@ Status Builder::AddNode(int ni) {
     any_output = true;
     if (!g_.tensors[t].has_values) all_values = false;
   }
-  if (!any_output || all_values || n.op_type == "Constant") {
-    skipped_nodes_.insert(ni);
-    return Status();
-  }
   const OpDef* def = FindOp(n.domain, n.op_type);
+  if (!any_output || all_values || (def && def->host_only)) {
+    skipped_nodes_.insert(ni);
+    return;
+  }
   std::vector<int> in;
   for (int t : n.inputs) in.push_back(t >= 0 ? val_of_[t] : -1);
   if (IsLinearBias(ni, in)) {
     AddBiasAdd(ni, in);
-    return Status();
+    return;
   }
   bool view = def && def->alias == Alias::kView && !in.empty() && in[0] >= 0;
   // Dropout in eval mode returns its input itself (and makes no mask).
-  if (n.op_type == "Dropout" && n.domain.empty() && o_.mode == Mode::kInference && !in.empty() &&
-      in[0] >= 0) {
+  if (def && def->eval_identity && o_.mode == Mode::kInference && !in.empty() && in[0] >= 0) {
     const bool mask_read =
         n.outputs.size() > 1 && n.outputs[1] >= 0 && !g_.tensors[n.outputs[1]].consumers.empty();
     view = !mask_read;
   }
-  if (view && n.op_type == "Gather") {
-    // x[:, i] (one index into an activation) is a view; an embedding is not.
-    const Tensor& idx = g_.tensors[n.inputs[1]];
-    view = idx.has_values && idx.shape.empty() && !s_.vals[Root(in[0])].is_param;
-  }
   if (view) {
-    AddViewOp(ni, def, in);
+    AddViewOp(ni, *def, in);
   } else {
     AddComputeOp(ni, def, in);
   }
-  return Status();
 }
 
 int Builder::Synthetic(const std::string& name, const std::vector<int64_t>& shape, DType dt,
@@ -895,7 +852,7 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
     s_.vals[kt].requires_grad = s_.vals[k].requires_grad;
     ExecOp op;
     op.label = label + "/transpose";
-    op.op_type = "Transpose";
+    op.op_type = op_names::kTranspose;
     op.view = true;
     op.in = {k};
     op.out = {kt};
@@ -905,14 +862,14 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
   }
   std::vector<int64_t> sshape(qshape.begin(), qshape.end() - 1);
   sshape.push_back(sk);
-  const OpDef* matmul = FindOp("", "MatMul");
+  const OpDef* matmul = FindOp("", op_names::kMatMul);
   auto make = [&](const std::string& suffix, DType t) {
     const int x = Synthetic(label + "/" + suffix, sshape, t, {}, -1);
     return x;
   };
   const int64_t s2 = SatProduct({bh, sq, sk});
   int scores = make("scores", dt);
-  AddCompute("MatMul", label + "/scores", -1, matmul, {q, kt}, {scores}, nullptr,
+  AddCompute(op_names::kMatMul, label + "/scores", -1, matmul, {q, kt}, {scores}, nullptr,
              SatProduct({2, s2, d}));
   // The saved operands are the (possibly copied) inputs of that matmul.
   ExecOp& mm = s_.ops.back();
@@ -921,30 +878,32 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
   int cur = scores;
   const int scaled = make("scaled", s_.vals[cur].dtype);
   const std::vector<SavedRef> none;
-  AddCompute("Div", label + "/scale", -1, FindOp("", "Div"), {cur, -1}, {scaled}, &none, s2);
+  AddCompute(op_names::kDiv, label + "/scale", -1, FindOp("", op_names::kDiv), {cur, -1}, {scaled},
+             &none, s2);
   cur = scaled;
   if (mask >= 0) {
     const int masked = make("masked", s_.vals[cur].dtype);
-    AddCompute("Add", label + "/mask", -1, FindOp("", "Add"), {cur, mask}, {masked}, &none, s2);
+    AddCompute(op_names::kAdd, label + "/mask", -1, FindOp("", op_names::kAdd), {cur, mask},
+               {masked}, &none, s2);
     cur = masked;
   }
   // Autocast's softmax writes fp32 from half input.
   const int probs = make("probs", amp ? DType::kFloat : dt);
   std::vector<SavedRef> soft_saves = {{probs, 0, ""}};
-  AddCompute("Softmax", label + "/softmax", -1, FindOp("", "Softmax"), {cur}, {probs}, &soft_saves,
-             SatMulNonNeg(5, s2));
+  AddCompute(op_names::kSoftmax, label + "/softmax", -1, FindOp("", op_names::kSoftmax), {cur},
+             {probs}, &soft_saves, SatMulNonNeg(5, s2));
   cur = probs;
   if (r.dropout > 0.0) {
     const int dropped = make("dropout", s_.vals[cur].dtype);
     std::vector<SavedRef> drop_saves = {{-1, BytesOf(sshape, DType::kBool), "mask"}};
-    AddCompute("Dropout", label + "/dropout", -1, FindOp("", "Dropout"), {cur}, {dropped},
-               &drop_saves, s2);
+    AddCompute(op_names::kDropout, label + "/dropout", -1, FindOp("", op_names::kDropout), {cur},
+               {dropped}, &drop_saves, s2);
     cur = dropped;
   }
   if (amp && s_.vals[cur].dtype == DType::kFloat) {
     cur = CastVal(cur, half, false, "autocast(" + label + "/context)");
   }
-  AddCompute("MatMul", label + "/context", -1, matmul, {cur, v}, {out}, nullptr,
+  AddCompute(op_names::kMatMul, label + "/context", -1, matmul, {cur, v}, {out}, nullptr,
              SatProduct({2, bh, sq, sk, dv}));
   ExecOp& mm2 = s_.ops.back();
   std::vector<SavedRef> mm2_saves = {{mm2.in[0], 0, ""}, {mm2.in[1], 0, ""}};
@@ -1018,7 +977,7 @@ void Builder::ProcessNode(int ni) {
     if (fit != fused_.end()) {
       const FusedRegion& r = fit->second;
       const OpDef* def = FindOp("", r.op_type);
-      if (r.op_type == "GroupNormalization") {
+      if (def && def->group_norm_workspaces) {
         AddGroupNorm(r, ni, def);
         return;
       }
