@@ -26,8 +26,10 @@ inline int64_t SatAdd(int64_t a, int64_t b) {
   return __builtin_add_overflow(a, b, &out) ? INT64_MAX : out;
 }
 
-/// a*b for non-negative factors, saturating at INT64_MAX.
+/// a*b for non-negative factors, saturating at INT64_MAX; 0 when a factor
+/// is 0 or negative (an unknown dim counts nothing).
 inline int64_t SatMulNonNeg(int64_t a, int64_t b) {
+  if (a <= 0 || b <= 0) return 0;
   int64_t out = 0;
   return __builtin_mul_overflow(a, b, &out) ? INT64_MAX : out;
 }
@@ -36,6 +38,13 @@ inline int64_t SatMulNonNeg(int64_t a, int64_t b) {
 inline int64_t SatProduct(std::initializer_list<int64_t> factors) {
   int64_t out = 1;
   for (int64_t f : factors) out = SatMulNonNeg(out, f);
+  return out;
+}
+
+/// Product of dims, saturating at INT64_MAX (0 with a zero or negative dim).
+inline int64_t SatNumel(const std::vector<int64_t>& dims) {
+  int64_t out = 1;
+  for (int64_t d : dims) out = SatMulNonNeg(out, d);
   return out;
 }
 

@@ -291,4 +291,51 @@ std::vector<FusedRegion> FindFusedRegions(const Graph& g) {
   return out;
 }
 
+// RMSNorm written as ops: Pow(x, 2) -> ReduceMean -> [Add eps] -> Sqrt ->
+// Reciprocal (or Rsqrt) -> Mul(x, .) -> Mul(weight, .).
+RmsNormOps FindRmsNormOps(const Graph& g) {
+  RmsNormOps found;
+  auto only = [&](int t, const char* op) {
+    if (t < 0 || g.tensors[t].consumers.size() != 1) return -1;
+    const int c = g.tensors[t].consumers[0];
+    return g.nodes[c].op_type == op ? c : -1;
+  };
+  for (int ni = 0; ni < static_cast<int>(g.nodes.size()); ++ni) {
+    const Node& p = g.nodes[ni];
+    if (p.op_type != "Pow" || !p.domain.empty() || p.inputs.size() != 2 || p.outputs.empty()) {
+      continue;
+    }
+    ShapeContext ctx(const_cast<Graph*>(&g), ni);
+    double e = 0.0;
+    if (!InputConstantFloat(ctx, 1, &e) || e != 2.0) continue;
+    int c = only(p.outputs[0], "ReduceMean");
+    if (c < 0) continue;
+    int t = g.nodes[c].outputs[0];
+    const int add = only(t, "Add");
+    if (add >= 0) t = g.nodes[add].outputs[0];
+    int r = -1;
+    const int sq = only(t, "Sqrt");
+    if (sq >= 0) {
+      const int rc = only(g.nodes[sq].outputs[0], "Reciprocal");
+      if (rc >= 0) r = g.nodes[rc].outputs[0];
+    } else {
+      const int rs = only(t, "Rsqrt");
+      if (rs >= 0) r = g.nodes[rs].outputs[0];
+    }
+    if (r < 0) continue;
+    bool any = false;
+    for (int m : g.tensors[r].consumers) {
+      if (g.nodes[m].op_type != "Mul") continue;
+      for (int w : g.tensors[g.nodes[m].outputs[0]].consumers) {
+        if (g.nodes[w].op_type == "Mul") {
+          found.weight_muls.insert(w);
+          any = true;
+        }
+      }
+    }
+    if (any) found.mean_square_pows.insert(ni);
+  }
+  return found;
+}
+
 }  // namespace memplan

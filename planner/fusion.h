@@ -1,6 +1,7 @@
 #ifndef MEMPLAN_PLANNER_FUSION_H_
 #define MEMPLAN_PLANNER_FUSION_H_
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,16 @@ struct FusedRegion {
 /// Reshape [N, G, -1] -> InstanceNormalization (unit scale, zero bias) ->
 /// Reshape back -> Mul weight -> Add bias (both exporters' decomposition of
 /// F.group_norm), whose inner tensors are used only inside the pattern.
-std::vector<FusedRegion> FindFusedRegions(const Graph& g);
+[[nodiscard]] std::vector<FusedRegion> FindFusedRegions(const Graph& g);
+
+/// The nodes of RMSNorm written as ops (Hugging Face's LlamaRMSNorm,
+/// T5LayerNorm): Pow(x, 2) -> ReduceMean -> [Add eps] -> Sqrt -> Reciprocal
+/// (or Rsqrt) -> Mul(x, .) -> Mul(weight, .).
+struct RmsNormOps {
+  std::set<int> mean_square_pows;  ///< The Pow(x, 2) nodes.
+  std::set<int> weight_muls;       ///< The Mul by the weight.
+};
+[[nodiscard]] RmsNormOps FindRmsNormOps(const Graph& g);
 
 }  // namespace memplan
 

@@ -3,6 +3,8 @@
 #include <set>
 #include <utility>
 
+#include "planner/op_registry.h"
+
 namespace memplan {
 
 std::vector<int64_t> ElementwiseOutputStrides(const std::vector<int64_t>& out_shape,
@@ -60,18 +62,8 @@ std::vector<int64_t> ElementwiseOutputStrides(const std::vector<int64_t>& out_sh
 }
 
 bool IsTensorIteratorOp(const std::string& op) {
-  static const std::set<std::string> kOps = {
-      "Add",     "Sub",       "Mul",         "Div",         "Pow",
-      "Where",   "Cast",      "CastLike",    "Neg",         "Abs",
-      "Exp",     "Log",       "Sqrt",        "Reciprocal",  "Relu",
-      "Sigmoid", "Tanh",      "Erf",         "Max",         "Min",
-      "Equal",   "Less",      "Greater",     "LessOrEqual", "GreaterOrEqual",
-      "Not",     "And",       "Or",          "Sin",         "Cos",
-      "Clip",    "LeakyRelu", "HardSigmoid", "HardSwish",   "Swish",
-      "Gelu",    "Softplus",  "IsNaN",       "Floor",       "Ceil",
-      "Round",   "Sign",      "Mod",         "Elu",         "Selu",
-      "Mish",    "PRelu",     "Dropout"};
-  return kOps.count(op) != 0;
+  const OpDef* def = FindOp("", op);
+  return def && def->tensor_iterator;
 }
 
 }  // namespace memplan

@@ -50,10 +50,17 @@ bool SaveContext::AnyInputRequiresGrad() const {
                      [](bool b) { return b; });
 }
 
-void OpTable::Add(const std::string& op_type, const OpDef& def) { Add("", op_type, def); }
+OpDef& OpTable::Add(const std::string& op_type, const OpDef& def) { return Add("", op_type, def); }
 
-void OpTable::Add(const std::string& domain, const std::string& op_type, const OpDef& def) {
-  entries_[Key(domain, op_type)] = def;
+OpDef& OpTable::Add(const std::string& domain, const std::string& op_type, const OpDef& def) {
+  OpDef& slot = entries_[Key(domain, op_type)];
+  slot = def;
+  return slot;
+}
+
+OpDef* OpTable::Mutable(const std::string& op_type) {
+  auto it = entries_.find(Key("", op_type));
+  return it == entries_.end() ? nullptr : &it->second;
 }
 
 const OpDef* OpTable::Find(const std::string& domain, const std::string& op_type) const {
@@ -64,5 +71,7 @@ const OpDef* OpTable::Find(const std::string& domain, const std::string& op_type
 const OpDef* FindOp(const std::string& domain, const std::string& op_type) {
   return Table().Find(domain, op_type);
 }
+
+const std::unordered_map<std::string, OpDef>& AllOps() { return Table().entries(); }
 
 }  // namespace memplan

@@ -77,7 +77,50 @@ using SavesFn = void (*)(const SaveContext&, std::vector<Saved>*);
 /// Forward FLOPs of one node (a multiply-add counts 2).
 using FlopsFn = int64_t (*)(const Graph&, const Node&);
 
-/// Everything memplan knows about one op, kept in one place.
+/// How an op produces its inputs' gradients.
+enum class GradKind {
+  kNew,      ///< A new tensor per input needing a gradient.
+  kAlias,    ///< A view of the output's gradient (reshape, transpose, concat).
+  kGather,   ///< One input-sized tensor from all outputs' gradients (slice, split).
+  kBiasAdd,  ///< Input 0 gets a view of the output's gradient, the bias a new one.
+};
+
+/// How a view op's output strides follow its input's (as PyTorch's view
+/// functions set them).
+enum class ViewRule {
+  kReshape,    ///< reshape/flatten/squeeze/unsqueeze: a view when the strides allow, else a copy.
+  kSame,       ///< The input's strides (identity, eval-mode dropout).
+  kTranspose,  ///< Permuted by the `perm` attribute.
+  kExpand,     ///< Broadcast dims get stride 0.
+  kSlice,      ///< Same rank; each sliced axis's stride times its step.
+  kSplit,      ///< Same rank, same strides.
+  kSequence,   ///< Sequence elements: the input's strides, never a copy.
+};
+
+/// The dtype an op's float outputs run in, where autocast does not decide.
+enum class OutputDType {
+  kFollowInput,  ///< Its first float input's (else the precision's).
+  kPromote,      ///< The promotion of its float, non-scalar inputs (elementwise ops).
+  kCastTarget,   ///< The dtype it casts to (Cast).
+  kLikeInput1,   ///< Input 1's (CastLike).
+};
+
+/// Whether model code commonly runs the op in place (the export does not say).
+enum class InPlaceUse {
+  kNever,
+  kActivation,   ///< nn.ReLU(inplace=True) and the like.
+  kResidualAdd,  ///< `out += identity`.
+};
+
+/// The kernel `validate` runs for the heaviest instance of the op.
+enum class ValidationKernel { kNone, kGemm, kConv };
+
+/// How a weight's values pass through a rearranging op.
+enum class WeightRearrange : uint8_t { kNone, kInput0, kAllInputs };
+
+/// Everything memplan knows about one op, kept in one place: the schedule,
+/// the parameter classifier and the simulation read these fields and never
+/// the op's name. registry_test checks every entry.
 struct OpDef {
   ShapeFn shape = nullptr;
   SavesFn saves = nullptr;  ///< nullptr: keeps nothing for backward.
@@ -85,17 +128,84 @@ struct OpDef {
   Alias alias = Alias::kNone;
   Autocast autocast = Autocast::kPassthrough;
   bool differentiable = true;  ///< False for shape/integer/comparison ops.
+  /// Backward: how the inputs' gradients are made.
+  GradKind grad = GradKind::kNew;
+  /// Views (alias kView, or eval_identity in inference): output strides.
+  ViewRule view = ViewRule::kReshape;
+  /// Views: outputs [0, view_outputs) are views of input 0, the rest are
+  /// never made (dropout's mask); -1: all outputs.
+  int view_outputs = -1;
+  OutputDType output_dtype = OutputDType::kFollowInput;
+  /// PyTorch calls .contiguous() on input 0 (cuDNN, normalisation, softmax, pooling).
+  bool contiguous_input0 = false;
+  /// Inputs 0 and 1 are matmul operands: copied when matmul's stride rules
+  /// need it; a following bias Add joins it as one addmm.
+  bool matmul_operands = false;
+  bool uses_cublas = false;
+  InPlaceUse inplace = InPlaceUse::kNever;
+  /// The CUDA kernel writes int64 indices shaped like the output even
+  /// without autograd (max pooling), freed right after.
+  bool makes_indices = false;
+  /// Elementwise a + b: a bias Add right after a matmul joins it as one addmm.
+  bool is_add = false;
+  /// native_group_norm's temporaries (schedule.cc GroupNormWorkspaces).
+  bool group_norm_workspaces = false;
+  /// Takes cuDNN convolution workspaces (schedule.cc ConvWorkspaces).
+  bool cudnn_conv = false;
+  /// Returns its input itself in inference (eval-mode dropout).
+  bool eval_identity = false;
+  /// A TensorIterator kernel: its output takes the memory layout of its
+  /// inputs (a channels-last or transposed input stays so).
+  bool tensor_iterator = false;
+  /// Never runs on the GPU (constants).
+  bool host_only = false;
+  /// Bit i: input i of this compute op may be a trainable weight (a conv
+  /// kernel, a matmul operand, a norm's scale, an embedding table).
+  uint32_t weight_inputs = 0;
+  /// Any input may be a learned tensor combined with activations (a
+  /// positional embedding added, a class token concatenated).
+  bool combines_weight = false;
+  /// Rearranges a weight's values on its way to a compute op (the Slice and
+  /// Concat of recurrent gate reordering).
+  WeightRearrange rearranges_weight = WeightRearrange::kNone;
+  /// Bit i: an initializer at input i is a buffer, never a weight (running statistics).
+  uint32_t buffer_inputs = 0;
+  /// Input 0 reaches the outputs unchanged for parameter classification
+  /// (reshape, transpose, cast: a weight stays a weight through it).
+  bool passes_weight = false;
+  ValidationKernel kernel = ValidationKernel::kNone;
 };
+
+/// Bit mask of input slots [first, last].
+constexpr uint32_t InputBits(int first, int last) {
+  uint32_t m = 0;
+  for (int i = first; i <= last; ++i) m |= 1u << i;
+  return m;
+}
+/// Every input slot.
+constexpr uint32_t kAllInputs = ~0u;
+
+/// True when bit `slot` of `mask` is set (slots past 31 only in kAllInputs).
+inline bool HasSlot(uint32_t mask, int slot) {
+  return slot >= 0 && (slot < 32 ? ((mask >> slot) & 1u) != 0 : mask == kAllInputs);
+}
 
 /// The op for (domain, op_type), or nullptr. "" and "ai.onnx" are the same.
 const OpDef* FindOp(const std::string& domain, const std::string& op_type);
 
+/// Every registered op: "domain::op" (or "op" for the default domain) -> def.
+const std::unordered_map<std::string, OpDef>& AllOps();
+
 /// Registry used while building the table: one function per op family file.
 class OpTable {
  public:
-  void Add(const std::string& op_type, const OpDef& def);
-  void Add(const std::string& domain, const std::string& op_type, const OpDef& def);
+  /// Registers `def` and returns the stored entry (to set further facts).
+  OpDef& Add(const std::string& op_type, const OpDef& def);
+  OpDef& Add(const std::string& domain, const std::string& op_type, const OpDef& def);
   const OpDef* Find(const std::string& domain, const std::string& op_type) const;
+  /// A registered op of the default domain, to set further facts (registration only).
+  OpDef* Mutable(const std::string& op_type);
+  const std::unordered_map<std::string, OpDef>& entries() const { return entries_; }
 
  private:
   std::unordered_map<std::string, OpDef> entries_;  // key "domain::op"

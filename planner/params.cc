@@ -1,55 +1,30 @@
 #include "planner/params.h"
 
-#include <algorithm>
-#include <set>
 #include <string>
 
 #include "planner/checked.h"
+#include "planner/op_registry.h"
 #include "planner/shape_inference.h"
 
 namespace memplan {
 namespace {
 
-bool IsPassThrough(const std::string& op) {
-  static const std::set<std::string> kOps = {"Reshape", "Transpose", "Identity",
-                                             "Cast",    "CastLike",  "Unsqueeze",
-                                             "Squeeze", "Expand",    "Flatten"};
-  return kOps.count(op) != 0;
-}
-
-// Elementwise and concatenation slots: a learned positional embedding or
-// class token added or concatenated to an activation.
-bool IsElementwiseOp(const std::string& op) {
-  static const std::set<std::string> kOps = {"Add", "Sub", "Mul", "Div", "Concat", "Where"};
-  return kOps.count(op) != 0;
-}
+// A weight stays one through it (reshape, transpose, cast).
+bool IsPassThrough(const OpDef* def) { return def && def->passes_weight; }
 
 // True when input slot `slot` of `n` is the weight slot of a compute op.
-bool IsComputeWeightSlot(const Node& n, int slot) {
-  if (!n.domain.empty()) return false;
-  const std::string& op = n.op_type;
-  if (op == "Conv" || op == "ConvTranspose") return slot == 1 || slot == 2;
-  if (op == "Gemm" || op == "MatMul" || op == "Einsum") return true;
-  if (op == "BatchNormalization") return slot == 1 || slot == 2;
-  if (op == "LayerNormalization" || op == "GroupNormalization" || op == "InstanceNormalization" ||
-      op == "RMSNormalization" || op == "SimplifiedLayerNormalization") {
-    return slot == 1 || slot == 2;
-  }
-  // A learned table read by index (embeddings, relative position biases).
-  if (op == "Gather" || op == "GatherND" || op == "GatherElements") return slot == 0;
-  if (op == "LSTM" || op == "GRU" || op == "RNN") return slot >= 1 && slot <= 3;
-  if (op == "PRelu") return slot == 1;
-  return false;
+bool IsComputeWeightSlot(const Node& n, const OpDef* def, int slot) {
+  return n.domain.empty() && def && HasSlot(def->weight_inputs, slot);
 }
 
 // Ops that only rearrange a weight's values on its way to a compute op:
 // slices and their concatenation, as exporters write the gate reordering of
 // recurrent weights (PyTorch's i,f,g,o rows become ONNX's i,o,f,c by Slice
 // and Concat before the LSTM node).
-bool IsRearranging(const Node& n, int slot) {
-  if (!n.domain.empty()) return false;
-  if (IsPassThrough(n.op_type) || n.op_type == "Slice" || n.op_type == "Split") return slot == 0;
-  return n.op_type == "Concat";
+bool IsRearranging(const Node& n, const OpDef* def, int slot) {
+  if (!n.domain.empty() || !def) return false;
+  if (def->rearranges_weight == WeightRearrange::kAllInputs) return true;
+  return slot == 0 && (IsPassThrough(def) || def->rearranges_weight == WeightRearrange::kInput0);
 }
 
 int64_t DeclaredNumel(const Tensor& t) {
@@ -87,12 +62,15 @@ std::vector<InitRole> ClassifyInitializers(const Graph& g) {
       out_weight = out_weight || weight[out];
       out_elementwise = out_elementwise || elementwise[out];
     }
-    const bool pass = n.domain.empty() && IsPassThrough(n.op_type);
-    const bool elementwise_op = n.domain.empty() && IsElementwiseOp(n.op_type);
+    const OpDef* def = n.domain.empty() ? FindOp(n.domain, n.op_type) : nullptr;
+    const bool pass = IsPassThrough(def);
+    const bool elementwise_op = def && def->combines_weight;
     for (int slot = 0; slot < static_cast<int>(n.inputs.size()); ++slot) {
       const int t = n.inputs[slot];
       if (t < 0) continue;
-      if (IsComputeWeightSlot(n, slot) || (out_weight && IsRearranging(n, slot))) weight[t] = 1;
+      if (IsComputeWeightSlot(n, def, slot) || (out_weight && IsRearranging(n, def, slot))) {
+        weight[t] = 1;
+      }
       if (elementwise_op || (out_elementwise && pass && slot == 0)) elementwise[t] = 1;
     }
   }
@@ -102,9 +80,12 @@ std::vector<InitRole> ClassifyInitializers(const Graph& g) {
     bool running_stat = false;
     for (int ni : t.consumers) {
       const Node& n = g.nodes[ni];
-      if (n.op_type != "BatchNormalization") continue;
-      for (size_t slot = 3; slot < n.inputs.size(); ++slot) {
-        if (n.inputs[slot] == id) running_stat = true;
+      const OpDef* def = FindOp(n.domain, n.op_type);
+      if (!def) continue;
+      for (size_t slot = 0; slot < n.inputs.size(); ++slot) {
+        if (n.inputs[slot] == id && HasSlot(def->buffer_inputs, static_cast<int>(slot))) {
+          running_stat = true;
+        }
       }
     }
     roles[id] = (!running_stat && !t.exported_buffer && (weight[id] || elementwise[id]))

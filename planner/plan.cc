@@ -910,7 +910,29 @@ std::vector<ModulePeak> ModulePeaksOf(const Graph& g, const Schedule& s, const S
   return out;
 }
 
-void KernelsOf(const Schedule& s, std::vector<KernelShape>* out) {
+/// A convolution's stride and padding along its first spatial dim, from the
+/// node's attributes (auto_pad SAME_*: the padding that keeps
+/// ceil(input / stride); VALID: none).
+void ConvStridePad(const Node& n, int64_t in, int64_t kernel, int64_t* stride, int64_t* pad) {
+  const std::vector<int64_t> strides = n.GetInts("strides");
+  const std::vector<int64_t> pads = n.GetInts("pads");
+  const std::vector<int64_t> dilations = n.GetInts("dilations");
+  *stride = strides.empty() ? 1 : std::max<int64_t>(1, strides[0]);
+  const int64_t dilation = dilations.empty() ? 1 : std::max<int64_t>(1, dilations[0]);
+  const std::string auto_pad = n.GetString("auto_pad", "NOTSET");
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    const int64_t out = (in + *stride - 1) / *stride;
+    const int64_t total =
+        std::max<int64_t>(0, (out - 1) * *stride + (kernel - 1) * dilation + 1 - in);
+    *pad = total / 2;
+  } else if (auto_pad == "VALID") {
+    *pad = 0;
+  } else {
+    *pad = pads.empty() ? 0 : std::max<int64_t>(0, pads[0]);
+  }
+}
+
+void KernelsOf(const Graph& g, const Schedule& s, std::vector<KernelShape>* out) {
   KernelShape best_gemm;
   KernelShape best_conv;
   int64_t gemm_flops = -1;
@@ -918,8 +940,9 @@ void KernelsOf(const Schedule& s, std::vector<KernelShape>* out) {
   int64_t big_elem = 0;
   KernelShape elem;
   for (const ExecOp& op : s.ops) {
-    if ((op.op_type == "MatMul" || op.op_type == "Gemm") && op.in.size() >= 2 && op.in[0] >= 0 &&
-        op.in[1] >= 0 && !op.out.empty() && op.out[0] >= 0 && op.flops > gemm_flops) {
+    const ValidationKernel kind = op.def ? op.def->kernel : ValidationKernel::kNone;
+    if (kind == ValidationKernel::kGemm && op.in.size() >= 2 && op.in[0] >= 0 && op.in[1] >= 0 &&
+        !op.out.empty() && op.out[0] >= 0 && op.flops > gemm_flops) {
       const Val& a = s.vals[op.in[0]];
       const Val& o = s.vals[op.out[0]];
       if (a.shape.empty() || o.shape.empty()) continue;
@@ -933,15 +956,14 @@ void KernelsOf(const Schedule& s, std::vector<KernelShape>* out) {
       best_gemm.dtype = o.dtype;
       best_gemm.node = op.label;
     }
-    if (op.op_type == "Conv" && op.in.size() >= 2 && op.in[0] >= 0 && op.in[1] >= 0 &&
+    if (kind == ValidationKernel::kConv && op.in.size() >= 2 && op.in[0] >= 0 && op.in[1] >= 0 &&
         op.flops > conv_flops && !op.out.empty() && op.out[0] >= 0) {
       const Val& x = s.vals[op.in[0]];
       const Val& w = s.vals[op.in[1]];
       const Val& o = s.vals[op.out[0]];
       if (x.shape.size() != 4 || w.shape.size() != 4 || o.shape.size() != 4) continue;
-      const int64_t stride = o.shape[2] > 0 ? std::max<int64_t>(1, x.shape[2] / o.shape[2]) : 1;
-      const int64_t pad =
-          std::max<int64_t>(0, ((o.shape[2] - 1) * stride + w.shape[2] - x.shape[2] + 1) / 2);
+      int64_t stride = 1, pad = 0;
+      if (op.node >= 0) ConvStridePad(g.nodes[op.node], x.shape[2], w.shape[2], &stride, &pad);
       conv_flops = op.flops;
       best_conv.kind = KernelShape::kConv;
       best_conv.dims = {x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0],
@@ -1095,7 +1117,6 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
       }
     }
     ArenaResult ar = PackGreedyBySize(bufs, 512);
-    plan.arena_bytes = ar.arena_size;
     plan.arena_lower_bound = ar.lower_bound;
   }
   if (options.keep_events) {
@@ -1109,7 +1130,7 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
                                                 : Category::kWorkspaces);
     }
   }
-  KernelsOf(s, &plan.kernels);
+  KernelsOf(g, s, &plan.kernels);
   return plan;
 }
 

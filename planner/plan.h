@@ -109,8 +109,6 @@ struct Plan {
   int64_t forward_flops = 0;
   int64_t backward_flops = 0;
   int64_t recompute_flops = 0;
-  int64_t bytes_moved = 0;        ///< Rough DRAM traffic of one step.
-  int64_t arena_bytes = 0;        ///< Inference: activations packed in one arena.
   int64_t arena_lower_bound = 0;  ///< Inference: most activation bytes live at once.
   std::vector<TimelinePoint> timeline;
   /// Per module of the planned step, in the order they first run.

@@ -11,6 +11,7 @@
 #include "planner/layout.h"
 #include "planner/module_calls.h"
 #include "planner/op_registry.h"
+#include "planner/ops/op_names.h"
 #include "planner/ops/op_util.h"
 #include "planner/params.h"
 #include "planner/rnn.h"
@@ -118,35 +119,6 @@ int64_t BytesOf(const std::vector<int64_t>& shape, DType dt) {
   return b;
 }
 
-// Ops that PyTorch runs on contiguous memory (they call .contiguous()).
-bool NeedsContiguousInput(const std::string& op, int slot) {
-  static const std::set<std::string> kOps = {"Conv",
-                                             "ConvTranspose",
-                                             "BatchNormalization",
-                                             "LayerNormalization",
-                                             "GroupNormalization",
-                                             "InstanceNormalization",
-                                             "RMSNormalization",
-                                             "Softmax",
-                                             "LogSoftmax",
-                                             "MaxPool",
-                                             "AveragePool",
-                                             "LpPool",
-                                             "GlobalAveragePool",
-                                             "GlobalMaxPool",
-                                             "Resize",
-                                             "Upsample",
-                                             "LSTM",
-                                             "GRU",
-                                             "RNN"};
-  return slot == 0 && kOps.count(op) != 0;
-}
-
-bool UsesCublas(const std::string& op) {
-  return op == "MatMul" || op == "Gemm" || op == "Einsum" || op == "LSTM" || op == "GRU" ||
-         op == "RNN" || op == "Attention";
-}
-
 // The builder: walks the graph in order and appends ops and vals.
 // cuDNN in heuristic mode (PyTorch's default, cudnn.benchmark off) runs
 // NCHW convolutions with NHWC tensor-core kernels: the engine copies the
@@ -252,7 +224,7 @@ class Builder {
     return graph_dtype;
   }
   void InitVals();
-  Status AddNode(int ni);
+  void AddNode(int ni);
   void ProcessNode(int ni);
   bool IsLinearBias(int ni, std::vector<int>& in) const;
   void AddBiasAdd(int ni, const std::vector<int>& in);
@@ -261,7 +233,7 @@ class Builder {
   void FindRmsNorms();
   int CastVal(int v, DType to, bool weight_cache, const std::string& why);
   int ContiguousCopy(int v, const std::string& label);
-  void AddViewOp(int ni, const OpDef* def, std::vector<int> in);
+  void AddViewOp(int ni, const OpDef& def, std::vector<int> in);
   void AddComputeOp(int ni, const OpDef* def, std::vector<int> in);
   /// Appends a compute op: node ni (or -1 for synthetic ops, whose outputs
   /// are already made and whose saved tensors are given).
@@ -273,7 +245,8 @@ class Builder {
   void AppendRnn(const RnnRegion& r, const std::string& label);
   int Synthetic(const std::string& name, const std::vector<int64_t>& shape, DType dt,
                 const std::vector<int64_t>& strides, int base);
-  bool ComputeViewOutput(const Node& n, int in_val, int out_tensor, Val* out) const;
+  bool ComputeViewOutput(const Node& n, const OpDef& def, int in_val, int out_tensor,
+                         Val* out) const;
   bool MatMulNeedsCopy(int v, int rank_other) const;
 
   const Graph& g_;
@@ -340,7 +313,7 @@ int Builder::CastVal(int v, DType to, bool weight_cache, const std::string& why)
       const int cv = NewVal(c);
       ExecOp op;
       op.label = "autocast(" + s_.vals[root].name + ")";
-      op.op_type = "Cast";
+      op.op_type = op_names::kCast;
       op.in = {root};
       op.out = {cv};
       op.grad_in = {s_.vals[root].requires_grad};
@@ -381,7 +354,7 @@ int Builder::CastVal(int v, DType to, bool weight_cache, const std::string& why)
   const int cv = NewVal(c);
   ExecOp op;
   op.label = why;
-  op.op_type = "Cast";
+  op.op_type = op_names::kCast;
   op.in = {v};
   op.out = {cv};
   op.grad_in = {s_.vals[v].requires_grad};
@@ -411,16 +384,16 @@ int Builder::ContiguousCopy(int v, const std::string& label) {
 }
 
 // Strides of a view op's output; false when PyTorch would copy instead.
-bool Builder::ComputeViewOutput(const Node& n, int in_val, int out_tensor, Val* out) const {
+bool Builder::ComputeViewOutput(const Node& n, const OpDef& def, int in_val, int out_tensor,
+                                Val* out) const {
   const Val& in = s_.vals[in_val];
   const std::vector<int64_t>& new_shape = g_.tensors[out_tensor].shape;
-  const std::string& op = n.op_type;
   out->strides = ContiguousStrides(new_shape);
-  if (op == "Identity" || op == "Dropout") {
+  if (def.view == ViewRule::kSame) {
     out->strides = in.strides;
     return true;
   }
-  if (op == "Transpose") {
+  if (def.view == ViewRule::kTranspose) {
     std::vector<int64_t> perm = n.GetInts("perm");
     const size_t r = in.shape.size();
     if (perm.empty()) {
@@ -433,7 +406,7 @@ bool Builder::ComputeViewOutput(const Node& n, int in_val, int out_tensor, Val* 
     }
     return true;
   }
-  if (op == "Expand") {
+  if (def.view == ViewRule::kExpand) {
     const size_t r = new_shape.size();
     const size_t off = r - in.shape.size();
     for (size_t i = 0; i < r; ++i) {
@@ -445,22 +418,12 @@ bool Builder::ComputeViewOutput(const Node& n, int in_val, int out_tensor, Val* 
     }
     return true;
   }
-  if (op == "Slice" || op == "Split" || op == "SplitToSequence" || op == "SequenceAt" ||
-      op == "Gather") {
-    // Same strides; a Gather that selects one index drops that dim.
-    if (op == "Gather") {
-      int64_t axis = n.GetInt("axis", 0);
-      if (axis < 0) axis += static_cast<int64_t>(in.shape.size());
-      std::vector<int64_t> st;
-      for (size_t i = 0; i < in.strides.size(); ++i) {
-        if (static_cast<int64_t>(i) != axis) st.push_back(in.strides[i]);
-      }
-      out->strides = st;
-      return st.size() == new_shape.size();
-    }
+  if (def.view == ViewRule::kSlice || def.view == ViewRule::kSplit ||
+      def.view == ViewRule::kSequence) {
+    // Same strides.
     if (in.shape.size() != new_shape.size()) return false;
     out->strides = in.strides;
-    if (op == "Slice") {
+    if (def.view == ViewRule::kSlice) {
       // x[a:b:step] multiplies the stride of each sliced axis by its step.
       const Tensor* axes =
           n.inputs.size() > 3 && n.inputs[3] >= 0 ? &g_.tensors[n.inputs[3]] : nullptr;
@@ -487,7 +450,7 @@ bool Builder::ComputeViewOutput(const Node& n, int in_val, int out_tensor, Val* 
   return ViewStrides(in.shape, in.strides, new_shape, &out->strides);
 }
 
-void Builder::AddViewOp(int ni, const OpDef* /*def*/, std::vector<int> in) {
+void Builder::AddViewOp(int ni, const OpDef& def, std::vector<int> in) {
   const Node& n = g_.nodes[ni];
   const int src = in[0];
   ExecOp op;
@@ -495,21 +458,20 @@ void Builder::AddViewOp(int ni, const OpDef* /*def*/, std::vector<int> in) {
   op.op_type = n.op_type;
   op.node = ni;
   op.in = in;
+  op.def = &def;
   op.view = true;
-  const bool gathers = n.op_type == "Slice" || n.op_type == "Split" ||
-                       n.op_type == "SplitToSequence" || n.op_type == "Gather" ||
-                       n.op_type == "Expand";
-  op.grad_kind = gathers ? GradKind::kGather : GradKind::kAlias;
+  op.grad_kind = def.grad == GradKind::kGather ? GradKind::kGather : GradKind::kAlias;
   bool copy = false;
-  for (int t : n.outputs) {
-    if (t < 0 || (n.op_type == "Dropout" && t != n.outputs[0])) continue;
+  for (size_t k = 0; k < n.outputs.size(); ++k) {
+    const int t = n.outputs[k];
+    if (t < 0 || (def.view_outputs >= 0 && k >= static_cast<size_t>(def.view_outputs))) continue;
     Val& v = s_.vals[t];
     v.dtype = s_.vals[src].dtype;
     v.requires_grad = s_.vals[src].requires_grad;
-    if (n.op_type == "SequenceAt" || n.op_type == "SplitToSequence") {
+    if (def.view == ViewRule::kSequence) {
       v.strides = s_.vals[src].strides;
       if (v.strides.size() != v.shape.size()) v.strides = ContiguousStrides(v.shape);
-    } else if (!ComputeViewOutput(n, src, t, &v)) {
+    } else if (!ComputeViewOutput(n, def, src, t, &v)) {
       copy = true;
       v.strides = ContiguousStrides(v.shape);
     }
@@ -573,49 +535,10 @@ void Builder::AddComputeOp(int ni, const OpDef* def, std::vector<int> in) {
   AddCompute(n.op_type, n.Label(ni), ni, def, std::move(in), n.outputs, nullptr, -1);
 }
 
-// RMSNorm written as ops: Pow(x, 2) -> ReduceMean -> [Add eps] -> Sqrt ->
-// Reciprocal (or Rsqrt) -> Mul(x, .) -> Mul(weight, .).
 void Builder::FindRmsNorms() {
-  auto only = [&](int t, const char* op) {
-    if (t < 0 || g_.tensors[t].consumers.size() != 1) return -1;
-    const int c = g_.tensors[t].consumers[0];
-    return g_.nodes[c].op_type == op ? c : -1;
-  };
-  for (int ni = 0; ni < static_cast<int>(g_.nodes.size()); ++ni) {
-    const Node& p = g_.nodes[ni];
-    if (p.op_type != "Pow" || !p.domain.empty() || p.inputs.size() != 2 || p.outputs.empty()) {
-      continue;
-    }
-    ShapeContext ctx(const_cast<Graph*>(&g_), ni);
-    double e = 0.0;
-    if (!InputConstantFloat(ctx, 1, &e) || e != 2.0) continue;
-    int c = only(p.outputs[0], "ReduceMean");
-    if (c < 0) continue;
-    int t = g_.nodes[c].outputs[0];
-    const int add = only(t, "Add");
-    if (add >= 0) t = g_.nodes[add].outputs[0];
-    int r = -1;
-    const int sq = only(t, "Sqrt");
-    if (sq >= 0) {
-      const int rc = only(g_.nodes[sq].outputs[0], "Reciprocal");
-      if (rc >= 0) r = g_.nodes[rc].outputs[0];
-    } else {
-      const int rs = only(t, "Rsqrt");
-      if (rs >= 0) r = g_.nodes[rs].outputs[0];
-    }
-    if (r < 0) continue;
-    bool any = false;
-    for (int m : g_.tensors[r].consumers) {
-      if (g_.nodes[m].op_type != "Mul") continue;
-      for (int w : g_.tensors[g_.nodes[m].outputs[0]].consumers) {
-        if (g_.nodes[w].op_type == "Mul") {
-          rms_weight_muls_.insert(w);
-          any = true;
-        }
-      }
-    }
-    if (any) rms_pow_nodes_.insert(ni);
-  }
+  RmsNormOps found = FindRmsNormOps(g_);
+  rms_pow_nodes_ = std::move(found.mean_square_pows);
+  rms_weight_muls_ = std::move(found.weight_muls);
 }
 
 void Builder::AddCompute(const std::string& op_type, const std::string& label, int ni,
@@ -641,9 +564,9 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
   for (size_t i = 0; i < in.size(); ++i) {
     if (in[i] < 0) continue;
     const Val& v = s_.vals[in[i]];
-    bool need =
-        NeedsContiguousInput(op_type, static_cast<int>(i)) && !IsContiguous(v.shape, v.strides);
-    if ((op_type == "MatMul" || op_type == "Gemm") && i < 2) {
+    // Ops that PyTorch runs on contiguous memory call .contiguous().
+    bool need = def && def->contiguous_input0 && i == 0 && !IsContiguous(v.shape, v.strides);
+    if (def && def->matmul_operands && i < 2) {
       const int other = in[1 - i];
       const int rank_other = other >= 0 ? static_cast<int>(s_.vals[other].shape.size()) : 2;
       need = MatMulNeedsCopy(in[i], rank_other);
@@ -654,14 +577,13 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
   op.label = label;
   op.op_type = op_type;
   op.node = ni;
+  op.def = def;
   op.in = in;
-  op.uses_cublas = UsesCublas(op_type);
+  op.uses_cublas = def && def->uses_cublas;
   // Output dtypes as they run: elementwise ops promote among their
   // (non-scalar) float inputs; others follow their data input.
-  static const std::set<std::string> kPromoting = {"Add",    "Sub", "Mul",  "Div",  "Pow",
-                                                   "Max",    "Min", "Sum",  "Mean", "Where",
-                                                   "Concat", "Mod", "PRelu"};
-  const bool promoting = kPromoting.count(op_type) != 0;
+  const OutputDType out_dtype = def ? def->output_dtype : OutputDType::kFollowInput;
+  const bool promoting = out_dtype == OutputDType::kPromote;
   DType promoted = DType::kUndefined;
   bool any_ranked = false;
   for (int v : in) {
@@ -690,9 +612,9 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     Val& v = s_.vals[t];
     const DType gdt = t < static_cast<int>(g_.tensors.size()) ? g_.tensors[t].dtype : v.dtype;
     if (IsFloat(gdt)) {
-      if (op_type == "Cast") {
+      if (out_dtype == OutputDType::kCastTarget) {
         v.dtype = amp ? gdt : RunDtype(gdt);
-      } else if (op_type == "CastLike" && in.size() > 1 && in[1] >= 0) {
+      } else if (out_dtype == OutputDType::kLikeInput1 && in.size() > 1 && in[1] >= 0) {
         v.dtype = s_.vals[in[1]].dtype;
       } else if (amp && ac == Autocast::kLowPrecision) {
         v.dtype = half;
@@ -750,29 +672,30 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
       op.grad_in[i] = in[i] >= 0 && s_.vals[in[i]].requires_grad && IsFloat(s_.vals[in[i]].dtype);
     }
   }
-  if (op_type == "Concat") op.grad_kind = GradKind::kAlias;
-  static const std::set<std::string> kInPlaceOps = {
-      "Relu", "Clip", "LeakyRelu", "HardSwish", "HardSigmoid", "Swish", "Add"};
-  if (kInPlaceOps.count(op_type) && !op.in.empty() && op.in[0] >= 0 && !op.out.empty() &&
+  if (def && def->alias != Alias::kView) op.grad_kind = def->grad;
+  const InPlaceUse inplace = def ? def->inplace : InPlaceUse::kNever;
+  if (inplace != InPlaceUse::kNever && !op.in.empty() && op.in[0] >= 0 && !op.out.empty() &&
       op.out[0] >= 0) {
     const Val& a = s_.vals[op.in[0]];
     const Val& y = s_.vals[op.out[0]];
     op.inplace_candidate = a.dtype == y.dtype && a.shape == y.shape;
     // In-place code is a CNN habit (torchvision: ReLU(inplace=True) and
     // `out += identity`); transformers (GELU, residual `x + y`) have neither.
-    if (op.inplace_candidate && op_type != "Add") s_.inplace_activations = true;
+    if (op.inplace_candidate && inplace == InPlaceUse::kActivation) {
+      s_.inplace_activations = true;
+    }
   }
   // CUDA max pooling (2-D, 3-D) always computes its int64 indices; without
   // autograd they are dropped right after the kernel.
-  if (op_type == "MaxPool" && op.saved.empty() && !op.out.empty() && op.out[0] >= 0 &&
+  if (def && def->makes_indices && op.saved.empty() && !op.out.empty() && op.out[0] >= 0 &&
       s_.vals[op.out[0]].shape.size() >= 4) {
     op.fwd_workspace = BytesOf(s_.vals[op.out[0]].shape, DType::kInt64);
   }
-  if (ni >= 0 && (op_type == "Conv" || op_type == "ConvTranspose")) {
+  if (ni >= 0 && def && def->cudnn_conv) {
     ConvWorkspaces(g_.nodes[ni], s_.vals, o_.fp32_conv, &op, &s_.fp32_convs);
   }
-  if (ni >= 0 && op_type == "GroupNormalization" && g_.nodes[ni].op_type == op_type &&
-      !op.in.empty() && op.in[0] >= 0) {
+  if (ni >= 0 && def && def->group_norm_workspaces &&
+      def == FindOp(g_.nodes[ni].domain, g_.nodes[ni].op_type) && !op.in.empty() && op.in[0] >= 0) {
     GroupNormWorkspaces(s_.vals[op.in[0]], g_.nodes[ni].GetInt("num_groups", 1), true, &op);
   }
   op.flops = flops >= 0 ? flops : (ni >= 0 && def && def->flops ? def->flops(g_, g_.nodes[ni]) : 0);
@@ -792,7 +715,8 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
 // in place, in the product's dtype (autocast casts the bias too).
 bool Builder::IsLinearBias(int ni, std::vector<int>& in) const {
   const Node& n = g_.nodes[ni];
-  if (n.op_type != "Add" || in.size() != 2 || in[0] < 0 || in[1] < 0) return false;
+  const OpDef* def = FindOp(n.domain, n.op_type);
+  if (!def || !def->is_add || in.size() != 2 || in[0] < 0 || in[1] < 0) return false;
   for (int k = 0; k < 2; ++k) {
     const int prod = in[k];
     const int bias = in[1 - k];
@@ -800,7 +724,8 @@ bool Builder::IsLinearBias(int ni, std::vector<int>& in) const {
     if (!b.is_param || s_.vals[bias].shape.size() != 1) continue;
     const int t = n.inputs[k];
     const int p = g_.tensors[t].producer;
-    if (p < 0 || (g_.nodes[p].op_type != "MatMul" && g_.nodes[p].op_type != "Gemm")) continue;
+    const OpDef* producer = p >= 0 ? FindOp(g_.nodes[p].domain, g_.nodes[p].op_type) : nullptr;
+    if (!producer || !producer->matmul_operands) continue;
     if (g_.tensors[t].consumers.size() != 1 || s_.vals[prod].base >= 0) continue;
     if (s_.vals[prod].shape.empty() || s_.vals[prod].shape.back() != s_.vals[bias].shape[0]) {
       continue;
@@ -835,7 +760,7 @@ void Builder::AddBiasAdd(int ni, const std::vector<int>& in) {
   s_.ops.push_back(op);
 }
 
-Status Builder::AddNode(int ni) {
+void Builder::AddNode(int ni) {
   const Node& n = g_.nodes[ni];
   // Shape arithmetic and constants never reach the GPU.
   bool all_values = true;
@@ -845,36 +770,29 @@ Status Builder::AddNode(int ni) {
     any_output = true;
     if (!g_.tensors[t].has_values) all_values = false;
   }
-  if (!any_output || all_values || n.op_type == "Constant") {
-    skipped_nodes_.insert(ni);
-    return Status();
-  }
   const OpDef* def = FindOp(n.domain, n.op_type);
+  if (!any_output || all_values || (def && def->host_only)) {
+    skipped_nodes_.insert(ni);
+    return;
+  }
   std::vector<int> in;
   for (int t : n.inputs) in.push_back(t >= 0 ? val_of_[t] : -1);
   if (IsLinearBias(ni, in)) {
     AddBiasAdd(ni, in);
-    return Status();
+    return;
   }
   bool view = def && def->alias == Alias::kView && !in.empty() && in[0] >= 0;
   // Dropout in eval mode returns its input itself (and makes no mask).
-  if (n.op_type == "Dropout" && n.domain.empty() && o_.mode == Mode::kInference && !in.empty() &&
-      in[0] >= 0) {
+  if (def && def->eval_identity && o_.mode == Mode::kInference && !in.empty() && in[0] >= 0) {
     const bool mask_read =
         n.outputs.size() > 1 && n.outputs[1] >= 0 && !g_.tensors[n.outputs[1]].consumers.empty();
     view = !mask_read;
   }
-  if (view && n.op_type == "Gather") {
-    // x[:, i] (one index into an activation) is a view; an embedding is not.
-    const Tensor& idx = g_.tensors[n.inputs[1]];
-    view = idx.has_values && idx.shape.empty() && !s_.vals[Root(in[0])].is_param;
-  }
   if (view) {
-    AddViewOp(ni, def, in);
+    AddViewOp(ni, *def, in);
   } else {
     AddComputeOp(ni, def, in);
   }
-  return Status();
 }
 
 int Builder::Synthetic(const std::string& name, const std::vector<int64_t>& shape, DType dt,
@@ -1052,8 +970,8 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
     const Val& xv = s_.vals[x];
     const int y = Synthetic(label + "/" + suffix, xv.shape, f,
                             ElementwiseOutputStrides(xv.shape, {{xv.shape, xv.strides}}), -1);
-    AddCompute("Mul", label + "/" + suffix, -1, FindOp("", "Mul"), {x, -1}, {y}, &none,
-               SatProduct({1, static_cast<int64_t>(s_.vals[y].bytes)}));
+    AddCompute(op_names::kMul, label + "/" + suffix, -1, FindOp("", op_names::kMul), {x, -1}, {y},
+               &none, SatProduct({1, static_cast<int64_t>(s_.vals[y].bytes)}));
     return y;
   };
   if (math) {
@@ -1079,8 +997,8 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
       std::vector<int64_t> shape = s_.vals[*x].shape;
       shape[1] = call.heads;
       const int y = Synthetic(s_.vals[*x].name + ".repeat", shape, f, {}, -1);
-      AddCompute("RepeatInterleave", label + "/repeat_kv", -1, FindOp("", "Tile"), {*x, -1}, {y},
-                 &none, SatProduct({1, static_cast<int64_t>(s_.vals[y].bytes)}));
+      AddCompute("RepeatInterleave", label + "/repeat_kv", -1, FindOp("", op_names::kTile),
+                 {*x, -1}, {y}, &none, SatProduct({1, static_cast<int64_t>(s_.vals[y].bytes)}));
       *x = y;
       locals.push_back(y);
     }
@@ -1095,7 +1013,7 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
     s_.vals[kt].requires_grad = s_.vals[k].requires_grad;
     ExecOp op;
     op.label = label + "/transpose";
-    op.op_type = "Transpose";
+    op.op_type = op_names::kTranspose;
     op.view = true;
     op.in = {k};
     op.out = {kt};
@@ -1108,7 +1026,7 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
   sshape.push_back(sk);
   // Inside the SDPA op autocast is off (autocast_mode.cpp casts its inputs
   // and calls it with the Autocast key excluded).
-  OpDef inner_matmul = *FindOp("", "MatMul");
+  OpDef inner_matmul = *FindOp("", op_names::kMatMul);
   if (math) inner_matmul.autocast = Autocast::kPassthrough;
   const OpDef* matmul = &inner_matmul;
   auto make = [&](const std::string& suffix, DType t) {
@@ -1116,7 +1034,7 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
   };
   const int64_t s2 = SatProduct({bh, sq, sk});
   int scores = make("scores", f);
-  AddCompute("MatMul", label + "/scores", -1, matmul, {q, kt}, {scores}, nullptr,
+  AddCompute(op_names::kMatMul, label + "/scores", -1, matmul, {q, kt}, {scores}, nullptr,
              SatProduct({2, s2, d}));
   // The saved operands are the (possibly copied) inputs of that matmul.
   {
@@ -1127,7 +1045,8 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
   int cur = scores;
   if (!math) {
     const int scaled = make("scaled", s_.vals[cur].dtype);
-    AddCompute("Div", label + "/scale", -1, FindOp("", "Div"), {cur, -1}, {scaled}, &none, s2);
+    AddCompute(op_names::kDiv, label + "/scale", -1, FindOp("", op_names::kDiv), {cur, -1},
+               {scaled}, &none, s2);
     cur = scaled;
   }
   const int add_mask = math ? (causal_mask >= 0 ? causal_mask : mask) : mask;
@@ -1149,14 +1068,15 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
     cur = masked;
   } else if (add_mask >= 0) {
     const int masked = make("masked", s_.vals[cur].dtype);
-    AddCompute("Add", label + "/mask", -1, FindOp("", "Add"), {cur, add_mask}, {masked}, &none, s2);
+    AddCompute(op_names::kAdd, label + "/mask", -1, FindOp("", op_names::kAdd), {cur, add_mask},
+               {masked}, &none, s2);
     cur = masked;
   }
   // Autocast's softmax writes fp32 from half input.
   const int probs = make("probs", amp ? DType::kFloat : f);
   std::vector<SavedRef> soft_saves = {{probs, 0, ""}};
-  AddCompute("Softmax", label + "/softmax", -1, FindOp("", "Softmax"), {cur}, {probs}, &soft_saves,
-             SatMulNonNeg(5, s2));
+  AddCompute(op_names::kSoftmax, label + "/softmax", -1, FindOp("", op_names::kSoftmax), {cur},
+             {probs}, &soft_saves, SatMulNonNeg(5, s2));
   if (math) {
     // _safe_softmax: rows that are all -inf give 0; it compares the scores
     // with -inf (a bool of their size) and reduces that per row.
@@ -1166,8 +1086,8 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
   if (call.dropout > 0.0 || (!math && r.dropout > 0.0)) {
     const int dropped = make("dropout", s_.vals[cur].dtype);
     std::vector<SavedRef> drop_saves = {{-1, BytesOf(sshape, DType::kBool), "mask"}};
-    AddCompute("Dropout", label + "/dropout", -1, FindOp("", "Dropout"), {cur}, {dropped},
-               &drop_saves, s2);
+    AddCompute(op_names::kDropout, label + "/dropout", -1, FindOp("", op_names::kDropout), {cur},
+               {dropped}, &drop_saves, s2);
     cur = dropped;
   }
   if (amp && !math && s_.vals[cur].dtype == DType::kFloat) {
@@ -1178,7 +1098,7 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
     ctx = Synthetic(label + "/context", oshape, f, {}, -1);
     s_.vals[ctx].requires_grad = grad;
   }
-  AddCompute("MatMul", label + "/context", -1, matmul, {cur, v}, {ctx}, nullptr,
+  AddCompute(op_names::kMatMul, label + "/context", -1, matmul, {cur, v}, {ctx}, nullptr,
              SatProduct({2, bh, sq, sk, dv}));
   {
     ExecOp& mm2 = s_.ops.back();
@@ -1189,7 +1109,7 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
     // .to(the input dtype) of the output and of the (discarded) probabilities.
     ExecOp op;
     op.label = label + "/to_input_dtype";
-    op.op_type = "Cast";
+    op.op_type = op_names::kCast;
     op.in = {ctx};
     op.out = {out};
     op.grad_in = {grad};
@@ -1275,7 +1195,7 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
       s_.vals[flat].requires_grad = weights_grad;
       ExecOp cast;
       cast.label = "autocast(" + label + " weights)";
-      cast.op_type = "Cast";
+      cast.op_type = op_names::kCast;
       cast.in = weights;
       cast.out = {flat};
       for (int w : weights) cast.grad_in.push_back(s_.vals[w].requires_grad);
@@ -1326,7 +1246,7 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
   op.out = outs;
   // hy (and cy): [layers * dirs, B, H] each; the graph reads some of them.
   const int64_t hy = SatProduct({c.layers, c.dirs, c.batch, c.hidden, elem});
-  const int64_t hy_all = c.mode == "LSTM" ? SatMulNonNeg(2, hy) : hy;
+  const int64_t hy_all = c.mode == op_names::kLSTM ? SatMulNonNeg(2, hy) : hy;
   const int64_t hy_unread = std::max<int64_t>(0, hy_all - state_bytes);
   const int64_t x_copy = x_contiguous ? 0 : BytesOf(xshape, c.dtype);
   op.fwd_temp_bytes = SatAdd(x_copy, hy_unread);
@@ -1441,9 +1361,8 @@ int Builder::SegmentOf(const std::string& scope) const {
   int best = -1;
   for (size_t i = 0; i < o_.checkpoint_segments.size(); ++i) {
     const std::string& m = o_.checkpoint_segments[i];
-    const bool match =
-        scope == m ||
-        (scope.size() > m.size() && scope.compare(0, m.size(), m) == 0 && scope[m.size()] == '.');
+    const bool match = scope == m || (scope.size() > m.size() &&
+                                      scope.compare(0, m.size(), m) == 0 && scope[m.size()] == '.');
     if (match && (best < 0 || m.size() < o_.checkpoint_segments[best].size())) {
       best = static_cast<int>(i);
     }
@@ -1484,7 +1403,7 @@ void Builder::ProcessNode(int ni) {
     if (fit != fused_.end()) {
       const FusedRegion& r = fit->second;
       const OpDef* def = FindOp("", r.op_type);
-      if (r.op_type == "GroupNormalization") {
+      if (def && def->group_norm_workspaces) {
         AddGroupNorm(r, ni, def);
         return;
       }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "planner/graph.h"
+#include "planner/op_registry.h"
 #include "planner/options.h"
 #include "planner/status.h"
 
@@ -35,19 +36,14 @@ struct SavedRef {
   std::string what;
 };
 
-/// How an op produces its inputs' gradients.
-enum class GradKind {
-  kNew,      ///< A new tensor per input needing a gradient.
-  kAlias,    ///< A view of the output's gradient (reshape, transpose, concat).
-  kGather,   ///< One input-sized tensor from all outputs' gradients (slice, split).
-  kBiasAdd,  ///< Input 0 gets a view of the output's gradient, the bias a new one.
-};
-
 /// One executed operation of the forward pass (graph node or synthetic).
 struct ExecOp {
   std::string label;
   std::string op_type;
-  int node = -1;        ///< Graph node, -1 for synthetic ops.
+  int node = -1;  ///< Graph node, -1 for synthetic ops.
+  /// The registered op it runs (synthetic compute ops too); nullptr for
+  /// casts, copies and views the schedule makes itself.
+  const OpDef* def = nullptr;
   std::vector<int> in;  ///< Val ids; -1 for absent inputs.
   std::vector<int> out;
   bool view = false;  ///< Outputs are views of in[0].
@@ -76,7 +72,6 @@ struct ExecOp {
   bool uses_cublas = false;
   int64_t flops = 0;                 ///< Forward FLOPs.
   bool hold_to_forward_end = false;  ///< Autocast weight cache entries.
-  bool recompute = false;            ///< Inside a checkpointed segment.
   /// An activation or residual add that model code often runs in place
   /// (nn.ReLU(inplace=True), `out += identity`): output shaped like in[0].
   bool inplace_candidate = false;

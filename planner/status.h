@@ -11,7 +11,7 @@ namespace memplan {
 
 /// Outcome of an operation that can fail on bad input: ok, or a one-line
 /// message that names the place (file, node, tensor).
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;
   /// A failed status carrying `message`. Control characters (which a
@@ -40,7 +40,7 @@ class Status {
 
 /// A value or an error message.
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}          // NOLINT(runtime/explicit)
   Result(Status status) : status_(std::move(status)) {}  // NOLINT

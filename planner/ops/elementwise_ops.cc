@@ -433,7 +433,9 @@ void RegisterElementwiseOps(OpTable* t) {
   const Autocast F = Autocast::kFp32;
   const Autocast P = Autocast::kPassthrough;
   // Broadcasting binary and variadic ops.
-  t->Add("Add", Def(BinaryShape));
+  OpDef& add = t->Add("Add", Def(BinaryShape));
+  add.is_add = true;
+  add.inplace = InPlaceUse::kResidualAdd;
   t->Add("Sub", Def(BinaryShape));
   t->Add("Mul", Def(BinaryShape, SaveMul));
   t->Add("Div", Def(BinaryShape, SaveDiv));
@@ -472,10 +474,29 @@ void RegisterElementwiseOps(OpTable* t) {
   }
   t->Add("Clip", Def(UnaryShape, SaveClip));
   t->Add("PRelu", Def(PReluShape, SavePRelu));
-  t->Add("Dropout", Def(DropoutShape, SaveDropout));
-  t->Add("Softmax", Def(SoftmaxShape, SaveOutput0, Autocast::kFp32Output));
-  t->Add("LogSoftmax", Def(SoftmaxShape, SaveOutput0, Autocast::kFp32Output));
+  OpDef& dropout = t->Add("Dropout", Def(DropoutShape, SaveDropout));
+  dropout.eval_identity = true;  // nn.Dropout in eval mode returns its input.
+  dropout.view = ViewRule::kSame;
+  dropout.view_outputs = 1;  // No mask then.
+  t->Add("Softmax", Def(SoftmaxShape, SaveOutput0, Autocast::kFp32Output)).contiguous_input0 = true;
+  t->Add("LogSoftmax", Def(SoftmaxShape, SaveOutput0, Autocast::kFp32Output)).contiguous_input0 =
+      true;
   t->Add("Hardmax", Def(SoftmaxShape, nullptr, P, false));
+
+  // Elementwise ops whose output dtype is the promotion of their inputs'
+  // (TensorIterator's type promotion); the arithmetic ones may take weights.
+  for (const char* op :
+       {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Where", "Mod", "PRelu"}) {
+    t->Mutable(op)->output_dtype = OutputDType::kPromote;
+  }
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "Where"}) {
+    t->Mutable(op)->combines_weight = true;
+  }
+  t->Mutable("PRelu")->weight_inputs = InputBits(1, 1);
+  // Activations model code often runs in place (torchvision: ReLU(inplace=True)).
+  for (const char* op : {"Relu", "Clip", "LeakyRelu", "HardSwish", "HardSigmoid", "Swish"}) {
+    t->Mutable(op)->inplace = InPlaceUse::kActivation;
+  }
 }
 
 }  // namespace memplan

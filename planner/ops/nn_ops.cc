@@ -1,7 +1,7 @@
 // Neural-network ops: convolution, matrix products, normalisation, pooling,
 // resizing, recurrent layers, reductions and attention. Each op's shape
 // function, backward-saving rule, FLOP count, alias and autocast class live
-// together here (see /work/shared/design/memory-model.md sections 4 and 5).
+// together here (README: How the memory model works).
 //
 // FLOP conventions (forward only, a multiply-add counts 2):
 // - Conv: 2 * N * Cout * (Cin / group) * prod(kernel) * prod(out spatial),
@@ -32,12 +32,12 @@
 #include <vector>
 
 #include "planner/checked.h"
-#include "planner/text.h"
 #include "planner/dtype.h"
 #include "planner/graph.h"
 #include "planner/op_registry.h"
 #include "planner/ops/op_util.h"
 #include "planner/status.h"
+#include "planner/text.h"
 
 namespace memplan {
 namespace {
@@ -48,29 +48,7 @@ namespace {
     if (!nn_status_.ok()) return nn_status_; \
   } while (0)
 
-constexpr int64_t kSaturated = std::numeric_limits<int64_t>::max();
-
 std::string Str(int64_t v) { return std::to_string(v); }
-
-// ---------------------------------------------------------------------------
-// Saturating arithmetic for FLOP counts.
-
-int64_t SatMul(int64_t a, int64_t b) {
-  if (a <= 0 || b <= 0) return 0;
-  int64_t r = 0;
-  return CheckedMul(a, b, &r) ? r : kSaturated;
-}
-
-int64_t SatAdd(int64_t a, int64_t b) {
-  int64_t r = 0;
-  return CheckedAdd(a, b, &r) ? r : kSaturated;
-}
-
-int64_t SatProd(const std::vector<int64_t>& dims) {
-  int64_t r = 1;
-  for (int64_t d : dims) r = SatMul(r, d);
-  return r;
-}
 
 // ---------------------------------------------------------------------------
 // Graph access for FLOP and save functions (which see no ShapeContext).
@@ -99,12 +77,12 @@ bool NodeHasOutput(const Node& n, int i) {
 
 int64_t InNumel(const Graph& g, const Node& n, int i) {
   const auto* s = InShape(g, n, i);
-  return s ? SatProd(*s) : 0;
+  return s ? SatNumel(*s) : 0;
 }
 
 int64_t OutNumel(const Graph& g, const Node& n, int i) {
   const auto* s = OutShape(g, n, i);
-  return s ? SatProd(*s) : 0;
+  return s ? SatNumel(*s) : 0;
 }
 
 void SaveExtra(DType dtype, std::vector<int64_t> shape, const std::string& what,
@@ -350,7 +328,8 @@ int64_t ConvFlops(const Graph& g, const Node& n) {
   const int64_t out = OutNumel(g, n, 0);
   if (!w || w->size() < 2) return 0;
   // Per output element: Cin/group * prod(kernel) multiply-adds.
-  int64_t f = SatMul(2, SatMul(out, SatProd(std::vector<int64_t>(w->begin() + 1, w->end()))));
+  int64_t f =
+      SatMulNonNeg(2, SatMulNonNeg(out, SatNumel(std::vector<int64_t>(w->begin() + 1, w->end()))));
   if (NodeHasInput(n, 2)) f = SatAdd(f, out);
   return f;
 }
@@ -359,8 +338,8 @@ int64_t ConvTransposeFlops(const Graph& g, const Node& n) {
   const auto* w = InShape(g, n, 1);
   if (!w || w->size() < 2) return 0;
   // Per input element: Cout/group * prod(kernel) multiply-adds.
-  int64_t f =
-      SatMul(2, SatMul(InNumel(g, n, 0), SatProd(std::vector<int64_t>(w->begin() + 1, w->end()))));
+  int64_t f = SatMulNonNeg(
+      2, SatMulNonNeg(InNumel(g, n, 0), SatNumel(std::vector<int64_t>(w->begin() + 1, w->end()))));
   if (NodeHasInput(n, 2)) f = SatAdd(f, OutNumel(g, n, 0));
   return f;
 }
@@ -405,7 +384,7 @@ void MatMulSaves(const SaveContext& sc, std::vector<Saved>* out) {
 int64_t MatMulFlops(const Graph& g, const Node& n) {
   const auto* a = InShape(g, n, 0);
   if (!a || a->empty()) return 0;
-  return SatMul(2, SatMul(OutNumel(g, n, 0), a->back()));
+  return SatMulNonNeg(2, SatMulNonNeg(OutNumel(g, n, 0), a->back()));
 }
 
 Status GemmShape(ShapeContext& ctx) {
@@ -442,7 +421,7 @@ int64_t GemmFlops(const Graph& g, const Node& n) {
   if (!a || a->size() != 2) return 0;
   const int64_t k = n.GetInt("transA", 0) != 0 ? (*a)[0] : (*a)[1];
   const int64_t mn = OutNumel(g, n, 0);
-  int64_t f = SatMul(2, SatMul(mn, k));
+  int64_t f = SatMulNonNeg(2, SatMulNonNeg(mn, k));
   if (NodeHasInput(n, 2)) f = SatAdd(f, mn);
   return f;
 }
@@ -577,8 +556,9 @@ bool AnalyzeEinsum(const std::string& equation_in, const std::vector<std::vector
       if (count[kv.first] == 1) info->output.push_back(kv.second);
     }
   }
-  info->iteration_space = SatProd(ellipsis);
-  for (const auto& kv : size) info->iteration_space = SatMul(info->iteration_space, kv.second);
+  info->iteration_space = SatNumel(ellipsis);
+  for (const auto& kv : size)
+    info->iteration_space = SatMulNonNeg(info->iteration_space, kv.second);
   return true;
 }
 
@@ -623,7 +603,7 @@ int64_t EinsumFlops(const Graph& g, const Node& n) {
   EinsumInfo info;
   std::string err;
   if (!AnalyzeEinsum(n.GetString("equation", ""), shapes, &info, &err)) return 0;
-  return SatMul(2, info.iteration_space);
+  return SatMulNonNeg(2, info.iteration_space);
 }
 
 // ---------------------------------------------------------------------------
@@ -687,7 +667,7 @@ void BatchNormSaves(const SaveContext& sc, std::vector<Saved>* out) {
   }
 }
 
-int64_t BatchNormFlops(const Graph& g, const Node& n) { return SatMul(5, InNumel(g, n, 0)); }
+int64_t BatchNormFlops(const Graph& g, const Node& n) { return SatMulNonNeg(5, InNumel(g, n, 0)); }
 
 /// dtype named by `stash_type` (default float32).
 DType StashType(const Node& n) {
@@ -767,9 +747,9 @@ void LayerNormSaves(const SaveContext& sc, std::vector<Saved>* out) {
   }
 }
 
-int64_t Norm8Flops(const Graph& g, const Node& n) { return SatMul(8, InNumel(g, n, 0)); }
-int64_t Norm5Flops(const Graph& g, const Node& n) { return SatMul(5, InNumel(g, n, 0)); }
-int64_t Norm4Flops(const Graph& g, const Node& n) { return SatMul(4, InNumel(g, n, 0)); }
+int64_t Norm8Flops(const Graph& g, const Node& n) { return SatMulNonNeg(8, InNumel(g, n, 0)); }
+int64_t Norm5Flops(const Graph& g, const Node& n) { return SatMulNonNeg(5, InNumel(g, n, 0)); }
+int64_t Norm4Flops(const Graph& g, const Node& n) { return SatMulNonNeg(4, InNumel(g, n, 0)); }
 
 Status RmsNormShape(ShapeContext& ctx) {
   NN_TRY(CheckInputs(ctx, 2, 2));
@@ -844,7 +824,7 @@ void InstanceNormSaves(const SaveContext& sc, std::vector<Saved>* out) {
   SaveInput(1, out);
   const auto* x = InShape(*sc.graph, *sc.node, 0);
   if (!x || x->size() < 2) return;
-  const int64_t nc = SatMul((*x)[0], (*x)[1]);
+  const int64_t nc = SatMulNonNeg((*x)[0], (*x)[1]);
   SaveExtra(DType::kFloat, {nc}, "save_mean", out);
   SaveExtra(DType::kFloat, {nc}, "save_invstd", out);
 }
@@ -924,7 +904,7 @@ void SaveInput0Output0(const SaveContext& sc, std::vector<Saved>* out) {
 }
 
 int64_t PoolFlops(const Graph& g, const Node& n) {
-  return SatMul(OutNumel(g, n, 0), SatProd(n.GetInts("kernel_shape")));
+  return SatMulNonNeg(OutNumel(g, n, 0), SatNumel(n.GetInts("kernel_shape")));
 }
 
 Status GlobalPoolShape(ShapeContext& ctx) {
@@ -1161,13 +1141,13 @@ void RnnSaves(const SaveContext& sc, std::vector<Saved>* out) {
     SaveExtra(InDType(sc, 0), {seq, dirs, batch, hidden}, "y", out);
   }
   const int64_t gates = Gates(sc.node->op_type);
-  SaveExtra(InDType(sc, 0), {SatProd({gates, hidden, seq, batch, dirs})}, "reserve", out);
+  SaveExtra(InDType(sc, 0), {SatNumel({gates, hidden, seq, batch, dirs})}, "reserve", out);
 }
 
 int64_t RnnFlops(const Graph& g, const Node& n) {
   int64_t hidden, seq, batch, dirs, input;
   if (!RnnDims(g, n, &hidden, &seq, &batch, &dirs, &input)) return 0;
-  return SatProd({2, Gates(n.op_type), SatAdd(input, hidden), hidden, seq, batch, dirs});
+  return SatNumel({2, Gates(n.op_type), SatAdd(input, hidden), hidden, seq, batch, dirs});
 }
 
 // ---------------------------------------------------------------------------
@@ -1341,8 +1321,8 @@ int64_t AttentionFlops(const Graph& g, const Node& n) {
   const int64_t skv = four ? (*k)[2] : (*k)[1];
   const int64_t dh = four ? (*q)[3] : (*q)[2] / hq;
   const int64_t dv = four ? y->back() : y->back() / hq;
-  const int64_t scores = SatProd({b, hq, sq, skv});
-  return SatAdd(SatMul(scores, SatMul(2, SatAdd(dh, dv))), SatMul(5, scores));
+  const int64_t scores = SatNumel({b, hq, sq, skv});
+  return SatAdd(SatMulNonNeg(scores, SatMulNonNeg(2, SatAdd(dh, dv))), SatMulNonNeg(5, scores));
 }
 
 // ---------------------------------------------------------------------------
@@ -1425,6 +1405,60 @@ void RegisterNnOps(OpTable* t) {
   t->Add("ArgMin", Def(ArgShape, nullptr, InputNumelFlops, pass, false));
 
   t->Add("Attention", Def(AttentionShape, AttentionSaves, AttentionFlops, low));
+
+  // cuDNN convolutions: contiguous input, workspaces, weight and bias slots.
+  for (const char* op : {"Conv", "ConvTranspose"}) {
+    OpDef* d = t->Mutable(op);
+    d->contiguous_input0 = true;
+    d->cudnn_conv = true;
+    d->weight_inputs = InputBits(1, 2);
+  }
+  t->Mutable("Conv")->kernel = ValidationKernel::kConv;
+  // cuBLAS: matrix products and the recurrent layers' GEMMs.
+  for (const char* op : {"MatMul", "Gemm", "Einsum", "LSTM", "GRU", "RNN", "Attention"}) {
+    t->Mutable(op)->uses_cublas = true;
+  }
+  for (const char* op : {"MatMul", "Gemm"}) {
+    OpDef* d = t->Mutable(op);
+    d->matmul_operands = true;
+    d->kernel = ValidationKernel::kGemm;
+  }
+  for (const char* op : {"MatMul", "Gemm", "Einsum"}) t->Mutable(op)->weight_inputs = kAllInputs;
+  // Normalisation: scale and bias are weights; BatchNorm's running statistics buffers.
+  for (const char* op : {"BatchNormalization", "LayerNormalization", "GroupNormalization",
+                         "InstanceNormalization", "RMSNormalization"}) {
+    OpDef* d = t->Mutable(op);
+    d->contiguous_input0 = true;
+    d->weight_inputs = InputBits(1, 2);
+  }
+  t->Mutable("BatchNormalization")->buffer_inputs = InputBits(3, 31);
+  t->Mutable("GroupNormalization")->group_norm_workspaces = true;
+  // Pooling and resizing call .contiguous() on their input; CUDA max pooling
+  // always writes its indices.
+  for (const char* op : {"MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool",
+                         "Resize", "Upsample"}) {
+    t->Mutable(op)->contiguous_input0 = true;
+  }
+  t->Mutable("MaxPool")->makes_indices = true;
+  for (const char* op : {"LSTM", "GRU", "RNN"}) {
+    OpDef* d = t->Mutable(op);
+    d->contiguous_input0 = true;
+    d->weight_inputs = InputBits(1, 3);
+  }
+  // TensorIterator kernels (elementwise, comparisons, casts, dropout):
+  // their outputs keep their inputs' layout (planner/layout.cc).
+  for (const char* op : {"Add",     "Sub",       "Mul",         "Div",         "Pow",
+                         "Where",   "Cast",      "CastLike",    "Neg",         "Abs",
+                         "Exp",     "Log",       "Sqrt",        "Reciprocal",  "Relu",
+                         "Sigmoid", "Tanh",      "Erf",         "Max",         "Min",
+                         "Equal",   "Less",      "Greater",     "LessOrEqual", "GreaterOrEqual",
+                         "Not",     "And",       "Or",          "Sin",         "Cos",
+                         "Clip",    "LeakyRelu", "HardSigmoid", "HardSwish",   "Swish",
+                         "Gelu",    "Softplus",  "IsNaN",       "Floor",       "Ceil",
+                         "Round",   "Sign",      "Mod",         "Elu",         "Selu",
+                         "Mish",    "PRelu",     "Dropout"}) {
+    if (OpDef* d = t->Mutable(op)) d->tensor_iterator = true;
+  }
 }
 
 }  // namespace memplan

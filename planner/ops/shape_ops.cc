@@ -1331,42 +1331,65 @@ OpDef Def(ShapeFn fn, Alias alias = Alias::kNone, bool differentiable = true,
   return d;
 }
 
+/// A view op's facts: how its strides follow, its gradient, and whether a
+/// weight stays a weight through it.
+void Viewing(OpDef& d, ViewRule rule, GradKind grad, bool passes_weight) {
+  d.view = rule;
+  d.grad = grad;
+  d.passes_weight = passes_weight;
+}
+
 }  // namespace
 
 void RegisterShapeOps(OpTable* t) {
   const Alias V = Alias::kView;
   const Alias N = Alias::kNone;
-  t->Add("Constant", Def(ConstantShape, N, false));
+  t->Add("Constant", Def(ConstantShape, N, false)).host_only = true;
   t->Add("ConstantOfShape", Def(ConstantOfShapeShape, N, false));
   t->Add("Shape", Def(ShapeShape, N, false));
   t->Add("Size", Def(SizeShape, N, false));
-  t->Add("Identity", Def(IdentityShape, V));
-  t->Add("Reshape", Def(ReshapeShape, V));
-  t->Add("Flatten", Def(FlattenShape, V));
-  t->Add("Squeeze", Def(SqueezeShape, V));
-  t->Add("Unsqueeze", Def(UnsqueezeShape, V));
-  t->Add("Transpose", Def(TransposeShape, V));
-  t->Add("Expand", Def(ExpandShape, V));
-  t->Add("Concat", Def(ConcatShape));
-  t->Add("Split", Def(SplitShape, V));
-  t->Add("SplitToSequence", Def(SplitToSequenceShape, V));
-  t->Add("SequenceAt", Def(SequenceAtShape, V));
+  Viewing(t->Add("Identity", Def(IdentityShape, V)), ViewRule::kSame, GradKind::kAlias, true);
+  Viewing(t->Add("Reshape", Def(ReshapeShape, V)), ViewRule::kReshape, GradKind::kAlias, true);
+  Viewing(t->Add("Flatten", Def(FlattenShape, V)), ViewRule::kReshape, GradKind::kAlias, true);
+  Viewing(t->Add("Squeeze", Def(SqueezeShape, V)), ViewRule::kReshape, GradKind::kAlias, true);
+  Viewing(t->Add("Unsqueeze", Def(UnsqueezeShape, V)), ViewRule::kReshape, GradKind::kAlias, true);
+  Viewing(t->Add("Transpose", Def(TransposeShape, V)), ViewRule::kTranspose, GradKind::kAlias,
+          true);
+  Viewing(t->Add("Expand", Def(ExpandShape, V)), ViewRule::kExpand, GradKind::kGather, true);
+  OpDef& concat = t->Add("Concat", Def(ConcatShape));
+  concat.grad = GradKind::kAlias;  // Each input's gradient is a slice of the output's.
+  concat.output_dtype = OutputDType::kPromote;
+  concat.combines_weight = true;
+  concat.rearranges_weight = WeightRearrange::kAllInputs;
+  Viewing(t->Add("Split", Def(SplitShape, V)), ViewRule::kSplit, GradKind::kGather, false);
+  t->Mutable("Split")->rearranges_weight = WeightRearrange::kInput0;
+  Viewing(t->Add("SplitToSequence", Def(SplitToSequenceShape, V)), ViewRule::kSequence,
+          GradKind::kGather, false);
+  Viewing(t->Add("SequenceAt", Def(SequenceAtShape, V)), ViewRule::kSequence, GradKind::kAlias,
+          false);
   t->Add("SequenceConstruct", Def(SequenceConstructShape));
   t->Add("SequenceEmpty", Def(SequenceEmptyShape, N, false));
   t->Add("SequenceInsert", Def(SequenceInsertShape));
   t->Add("SequenceLength", Def(SequenceLengthShape, N, false));
   t->Add("ConcatFromSequence", Def(ConcatFromSequenceShape));
-  t->Add("Slice", Def(SliceShape, V));
-  t->Add("Gather", Def(GatherShape, N, true, SaveIndices));
-  t->Add("GatherElements", Def(GatherElementsShape, N, true, SaveIndices));
-  t->Add("GatherND", Def(GatherNDShape, N, true, SaveIndices));
+  Viewing(t->Add("Slice", Def(SliceShape, V)), ViewRule::kSlice, GradKind::kGather, false);
+  t->Mutable("Slice")->rearranges_weight = WeightRearrange::kInput0;
+  // A learned table read by index (embeddings, relative position biases).
+  t->Add("Gather", Def(GatherShape, N, true, SaveIndices)).weight_inputs = InputBits(0, 0);
+  t->Add("GatherElements", Def(GatherElementsShape, N, true, SaveIndices)).weight_inputs =
+      InputBits(0, 0);
+  t->Add("GatherND", Def(GatherNDShape, N, true, SaveIndices)).weight_inputs = InputBits(0, 0);
   t->Add("ScatterND", Def(ScatterShape, N, true, SaveScatterIndices));
   t->Add("ScatterElements", Def(ScatterShape, N, true, SaveScatterIndices));
   t->Add("Tile", Def(TileShape));
   t->Add("Pad", Def(PadShape));
   t->Add("Range", Def(RangeShape, N, false));
-  t->Add("Cast", Def(CastShape));
-  t->Add("CastLike", Def(CastLikeShape));
+  OpDef& cast = t->Add("Cast", Def(CastShape));
+  cast.output_dtype = OutputDType::kCastTarget;
+  cast.passes_weight = true;
+  OpDef& cast_like = t->Add("CastLike", Def(CastLikeShape));
+  cast_like.output_dtype = OutputDType::kLikeInput1;
+  cast_like.passes_weight = true;
   t->Add("NonZero", Def(NonZeroShape, N, false));
   t->Add("TopK", Def(TopKShape, N, true, SaveTopKIndices));
   OpDef cumsum = Def(CumSumShape);
