@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "planner/evidence.h"
 #include "planner/graph.h"
 #include "planner/status.h"
 
@@ -85,6 +86,11 @@ struct OpDef {
   Alias alias = Alias::kNone;
   Autocast autocast = Autocast::kPassthrough;
   bool differentiable = true;  ///< False for shape/integer/comparison ops.
+  /// Its PyTorch CUDA kernel indexes in 32 bits: it fails (an error or an
+  /// illegal memory access) on tensors of kInt32IndexElements or more.
+  bool int32_indexing = false;
+  /// The measurements that back this op's rules (evidence.cc; none by default).
+  Evidence evidence;
 };
 
 /// The op for (domain, op_type), or nullptr. "" and "ai.onnx" are the same.
@@ -96,6 +102,8 @@ class OpTable {
   void Add(const std::string& op_type, const OpDef& def);
   void Add(const std::string& domain, const std::string& op_type, const OpDef& def);
   const OpDef* Find(const std::string& domain, const std::string& op_type) const;
+  /// Sets the evidence of a registered op (no-op for an unknown one).
+  void SetEvidence(const std::string& op_type, const Evidence& evidence);
 
  private:
   std::unordered_map<std::string, OpDef> entries_;  // key "domain::op"
