@@ -12,6 +12,7 @@
 //
 // Usage: evidence_check [--dir bench/calibration] [--models models] [--print]
 //                       [--families bench/results/families_h200.jsonl]
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -65,8 +66,9 @@ int main(int argc, char** argv) {
     if (a == "--families" && i + 1 < argc) families = argv[++i];
     if (a == "--print") print = true;
   }
-  // One configuration per distinct measured setup, at its smallest batch.
-  std::map<Config, int64_t> configs;
+  // One configuration per distinct measured setup, at its smallest and its
+  // largest batch (shape arithmetic can differ at batch 1).
+  std::map<Config, std::pair<int64_t, int64_t>> configs;
   for (const char* f : {"measurements.jsonl", "measurements_bf16.jsonl", "fresh.jsonl",
                         "measurements_ckpt.jsonl"}) {
     std::ifstream in(dir + "/" + f);
@@ -89,7 +91,12 @@ int main(int argc, char** argv) {
       c.checkpoint = Str(j, "checkpoint");
       const int64_t b = j.value("batch", int64_t{0});
       auto it = configs.find(c);
-      if (it == configs.end() || b < it->second) configs[c] = b;
+      if (it == configs.end()) {
+        configs[c] = {b, b};
+      } else {
+        it->second.first = std::min(it->second.first, b);
+        it->second.second = std::max(it->second.second, b);
+      }
     }
   }
   std::map<std::string, memplan::Graph> graphs;
@@ -111,52 +118,54 @@ int main(int argc, char** argv) {
     const std::vector<std::string> styles =
         infer ? std::vector<std::string>{c.model, c.model + "_train"}
               : std::vector<std::string>{c.model + "_train", c.model + "_train_ts"};
-    for (const std::string& style : styles) {
-      const memplan::Graph* g = graph(style);
-      if (!g) continue;
-      memplan::ShapeBindings b;
-      b.batch = kv.second;
-      std::vector<std::string> warn;
-      auto bound = memplan::BindShapes(*g, b, &warn);
-      if (!bound.ok()) {
-        std::printf("FAIL: %s: %s\n", style.c_str(), bound.message().c_str());
-        ++fail;
-        continue;
-      }
-      memplan::PlanOptions o;
-      o.mode = infer ? memplan::Mode::kInference : memplan::Mode::kTrain;
-      o.precision = memplan::ParsePrecision(c.precision).value();
-      o.optimizer =
-          c.optimizer == "sgd" ? memplan::Optimizer::kMomentum : memplan::Optimizer::kAdamW;
-      o.attention =
-          c.attention == "eager" ? memplan::Attention::kEager : memplan::Attention::kFused;
-      if (c.checkpoint == "hf_blocks") {
-        o.checkpoint_segments = memplan::FixedPlacement(memplan::FindBlocks(bound.value()),
-                                                        memplan::CheckpointStrategy::kAll);
-      }
-      auto plan = memplan::MakePlan(bound.value(), kv.second, o);
-      if (!plan.ok()) {
-        std::printf("FAIL: %s: %s\n", style.c_str(), plan.message().c_str());
-        ++fail;
-        continue;
-      }
-      ++plans;
-      const uint8_t bit = memplan::PrecisionBit(o.precision);
-      for (const memplan::RuleShare& r : plan->coverage.rules) {
-        Derived& d = derived[r.rule];
-        (infer ? d.inference : d.train) |= bit;
-        d.models.insert(c.model);
-        evidence_of[r.rule] = r.evidence;
-        if (!r.backed) {
-          std::printf("FAIL: %s %s %s: rule '%s' is used but has no evidence for it\n",
-                      style.c_str(), c.kind.c_str(), c.precision.c_str(), r.rule.c_str());
+    for (int64_t batch : {kv.second.first, kv.second.second}) {
+      for (const std::string& style : styles) {
+        const memplan::Graph* g = graph(style);
+        if (!g) continue;
+        memplan::ShapeBindings b;
+        b.batch = batch;
+        std::vector<std::string> warn;
+        auto bound = memplan::BindShapes(*g, b, &warn);
+        if (!bound.ok()) {
+          std::printf("FAIL: %s: %s\n", style.c_str(), bound.message().c_str());
+          ++fail;
+          continue;
+        }
+        memplan::PlanOptions o;
+        o.mode = infer ? memplan::Mode::kInference : memplan::Mode::kTrain;
+        o.precision = memplan::ParsePrecision(c.precision).value();
+        o.optimizer =
+            c.optimizer == "sgd" ? memplan::Optimizer::kMomentum : memplan::Optimizer::kAdamW;
+        o.attention =
+            c.attention == "eager" ? memplan::Attention::kEager : memplan::Attention::kFused;
+        if (c.checkpoint == "hf_blocks") {
+          o.checkpoint_segments = memplan::FixedPlacement(memplan::FindBlocks(bound.value()),
+                                                          memplan::CheckpointStrategy::kAll);
+        }
+        auto plan = memplan::MakePlan(bound.value(), batch, o);
+        if (!plan.ok()) {
+          std::printf("FAIL: %s: %s\n", style.c_str(), plan.message().c_str());
+          ++fail;
+          continue;
+        }
+        ++plans;
+        const uint8_t bit = memplan::PrecisionBit(o.precision);
+        for (const memplan::RuleShare& r : plan->coverage.rules) {
+          Derived& d = derived[r.rule];
+          (infer ? d.inference : d.train) |= bit;
+          d.models.insert(c.model);
+          evidence_of[r.rule] = r.evidence;
+          if (!r.backed) {
+            std::printf("FAIL: %s %s %s: rule '%s' is used but has no evidence for it\n",
+                        style.c_str(), c.kind.c_str(), c.precision.c_str(), r.rule.c_str());
+            ++fail;
+          }
+        }
+        if (plan->coverage.unbacked_bytes != 0) {
+          std::printf("FAIL: %s %s %s: %.1f %% of the peak unbacked\n", style.c_str(),
+                      c.kind.c_str(), c.precision.c_str(), 100.0 * plan->coverage.UnbackedShare());
           ++fail;
         }
-      }
-      if (plan->coverage.unbacked_bytes != 0) {
-        std::printf("FAIL: %s %s %s: %.1f %% of the peak unbacked\n", style.c_str(), c.kind.c_str(),
-                    c.precision.c_str(), 100.0 * plan->coverage.UnbackedShare());
-        ++fail;
       }
     }
   }

@@ -369,6 +369,7 @@ Result<Advice> Advise(const Graph& g, const AdviseRequest& r) {
                    std::to_string(c.batch + 1) + ", node '" + k.node + "' (" + k.op_type +
                    ") would see " + std::to_string(k.elements) +
                    " elements, over PyTorch's limit of 2^31 - 1";
+          advice.notes.push_back(std::string(PrecisionName(p)) + ": " + c.note);
         }
       }
       const double fb = static_cast<double>(c.plan.forward_flops + c.plan.backward_flops);
