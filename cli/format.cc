@@ -180,6 +180,8 @@ nlohmann::json PlanJson(const std::string& model, const Plan& plan) {
                        {"backward_rise_bytes", m.backward_rise}});
   }
   j["modules"] = modules;
+  j["coverage"] = CoverageJson(plan);
+  j["kernel_limits"] = KernelLimitsJson(plan);
   j["warnings"] = plan.warnings;
   return j;
 }
@@ -289,7 +291,71 @@ std::string PlanTable(const std::string& model, const Plan& plan) {
     os << "  first step peak " << FormatBytes(plan.first_step.allocated_bytes)
        << " allocated, steady " << FormatBytes(plan.steady.allocated_bytes) << "\n";
   }
+  os << "\n  evidence: " << EvidenceLine(plan) << "\n";
+  const Coverage& cov = plan.coverage;
+  for (const RuleShare& r : cov.rules) {
+    if (r.backed || r.peak_bytes == 0) continue;
+    std::snprintf(line, sizeof line, "    unmeasured %-28s %12s  %5.1f%%\n", r.rule.c_str(),
+                  FormatBytes(r.peak_bytes).c_str(),
+                  cov.peak_bytes > 0 ? 100.0 * r.peak_bytes / cov.peak_bytes : 0.0);
+    os << line;
+  }
   return os.str();
+}
+
+std::string EvidenceLine(const Plan& plan) {
+  const Coverage& c = plan.coverage;
+  const std::string config =
+      std::string(ModeName(plan.options.mode)) + ", " + PrecisionName(plan.options.precision);
+  std::string unused;  // unmeasured rules that hold nothing at the peak
+  for (const RuleShare& r : c.rules) {
+    if (!r.backed && r.peak_bytes == 0) unused += (unused.empty() ? "" : ", ") + r.rule;
+  }
+  std::ostringstream os;
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.1f %%", 100.0 * c.UnbackedShare());
+  if (c.unbacked_bytes == 0) {
+    os << "100 % of the peak rests on rules measured in " << config;
+  } else {
+    os << pct << " of the peak (" << FormatBytes(c.unbacked_bytes)
+       << ") rests on rules not measured in " << config << ":";
+    int shown = 0;
+    for (const RuleShare& r : c.rules) {
+      if (r.backed || r.peak_bytes == 0) continue;
+      if (shown++ == 4) {
+        os << " ...";
+        break;
+      }
+      os << (shown > 1 ? ", " : " ") << r.rule;
+    }
+  }
+  if (!unused.empty()) os << "; also used, unmeasured: " << unused;
+  return os.str();
+}
+
+nlohmann::json CoverageJson(const Plan& plan) {
+  const Coverage& c = plan.coverage;
+  nlohmann::json rules = nlohmann::json::array();
+  for (const RuleShare& r : c.rules) {
+    rules.push_back({{"rule", r.rule},
+                     {"backed", r.backed},
+                     {"evidence", r.evidence},
+                     {"peak_bytes", r.peak_bytes}});
+  }
+  return {{"peak_bytes", c.peak_bytes},
+          {"unbacked_bytes", c.unbacked_bytes},
+          {"unbacked_share", c.UnbackedShare()},
+          {"rules", rules}};
+}
+
+nlohmann::json KernelLimitsJson(const Plan& plan) {
+  auto one = [](const KernelLimit& k) -> nlohmann::json {
+    if (k.elements == 0) return nullptr;
+    return {{"elements", k.elements}, {"node", k.node}, {"op", k.op_type}};
+  };
+  return {{"int32_index_elements", kInt32IndexElements},
+          {"int32_overflow", one(plan.int32_overflow)},
+          {"largest_tensor", one(plan.largest_tensor)}};
 }
 
 }  // namespace memplan

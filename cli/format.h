@@ -40,6 +40,12 @@ std::string ConfigDetails(const Plan& plan);
 std::string PlanMarkdown(const std::string& model, const Plan& plan);
 /// The human-readable table of `plan`.
 std::string PlanTable(const std::string& model, const Plan& plan);
+/// One line on what measurements back the peak: "all of the peak rests on
+/// measured rules" or the unmeasured share and its largest rules.
+std::string EvidenceLine(const Plan& plan);
+/// The rules of the peak as JSON (coverage) and the 32-bit kernel limit.
+nlohmann::json CoverageJson(const Plan& plan);
+nlohmann::json KernelLimitsJson(const Plan& plan);
 
 }  // namespace memplan
 

@@ -557,6 +557,11 @@ std::string CheckTable(const std::vector<ReportCase>& cases) {
       os << "  " << FailureText(c) << "\n";
     }
   }
+  for (const ReportCase& c : cases) {
+    if (c.plan.coverage.unbacked_bytes > 0) {
+      os << "  " << c.name << ": " << EvidenceLine(c.plan) << "\n";
+    }
+  }
   return os.str();
 }
 
@@ -628,6 +633,12 @@ std::string CheckMarkdown(const std::string& title, const std::vector<ReportCase
       rows.push_back(r);
     }
     os << MarkdownTable(header, rows, right) << "\n";
+    for (const ReportCase& c : cases) {
+      if (c.model == m) {
+        os << "- " << MarkdownCell(c.name) << ": " << MarkdownCell(EvidenceLine(c.plan)) << "\n";
+      }
+    }
+    os << "\n";
   }
   if (failed) {
     os << "<details><summary>Failures</summary>\n\n";
@@ -670,6 +681,7 @@ std::string CheckJUnit(const std::string& suite, const std::vector<ReportCase>& 
               << " bytes), " << Pct(c.increase_pct()) << "\n";
     }
     numbers << "peak at: " << p.node << " (" << PhaseName(p.phase) << ")\n";
+    numbers << "evidence: " << EvidenceLine(c.plan) << "\n";
     if (Failed(c)) {
       j.failure_type = CheckStatusName(c.status());
       j.failure_message = FailureText(c);
@@ -752,6 +764,7 @@ std::string CheckHtml(const std::string& title, const std::vector<ReportCase>& c
     body << "<h2>" << XmlEscape(c.name) << "</h2>\n";
     body << "<p>peak at <code>" << XmlEscape(p.node) << "</code> (" << PhaseName(p.phase)
          << ")</p>\n";
+    body << "<p>evidence: " << XmlEscape(EvidenceLine(c.plan)) << "</p>\n";
     std::vector<std::vector<std::string>> brows;
     for (int k = 0; k < kNumCategories; ++k) {
       const int64_t b = p.breakdown.bytes[k];

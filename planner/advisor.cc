@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <memory>
 
@@ -175,7 +176,12 @@ std::string Key(Precision p, const std::vector<std::string>& ckpt, int64_t batch
 struct Probe {
   Plan plan;
   int64_t saved = 0;
-  int64_t device = 0;  ///< Reserved peak over the step + context.
+  int64_t device = 0;           ///< Reserved peak over the step + context.
+  int64_t uncertain = 0;        ///< Allowance for unmeasured rules (UncertaintyBytes).
+  bool int32_overflow = false;  ///< A 32-bit-indexing kernel would fail.
+  /// What must fit the usable budget.
+  int64_t Need() const { return device + uncertain; }
+  bool Fits(int64_t usable) const { return !int32_overflow && Need() <= usable; }
 };
 
 class Searcher {
@@ -186,7 +192,11 @@ class Searcher {
 
   ShapeBindings BindingsAt(int64_t batch) const {
     ShapeBindings b = r_.bindings;
-    b.batch = batch;
+    if (r_.batch_symbol.empty()) {
+      b.batch = batch;
+    } else {
+      b.dims[r_.batch_symbol] = batch;
+    }
     return b;
   }
 
@@ -221,6 +231,8 @@ class Searcher {
     const int64_t reserved =
         std::max({pl.peak.reserved_bytes, pl.first_step.reserved_bytes, pl.steady.reserved_bytes});
     probe->device = reserved + r_.context_bytes;
+    probe->uncertain = UncertaintyBytes(pl);
+    probe->int32_overflow = pl.int32_overflow.elements > 0;
     const Probe* out = probe.get();
     cache_[key] = std::move(probe);
     return out;
@@ -230,7 +242,7 @@ class Searcher {
     return [this, p, ckpt, usable](int64_t batch) -> Result<bool> {
       auto probe = At(batch, p, ckpt);
       if (!probe.ok()) return probe.status();
-      return probe.value()->device <= usable;
+      return probe.value()->Fits(usable);
     };
   }
 
@@ -250,6 +262,11 @@ bool Ranks(const Candidate& a, const Candidate& b) {
 }
 
 }  // namespace
+
+int64_t UncertaintyBytes(const Plan& plan) {
+  return static_cast<int64_t>(
+      std::ceil(static_cast<double>(plan.coverage.unbacked_bytes) * kUnmeasuredErrorFactor));
+}
 
 Result<Advice> Advise(const Graph& g, const AdviseRequest& r) {
   Advice advice;
@@ -337,7 +354,7 @@ Result<Advice> Advise(const Graph& g, const AdviseRequest& r) {
         // Linear model: each block's share of the calibrated saving is
         // proportional to its activation bytes.
         const double alpha = saving / static_cast<double>(total);
-        double need = (none.value()->device - usable) / alpha;
+        double need = (none.value()->Need() - usable) / alpha;
         bool done = false;
         for (int attempt = 0; attempt < 5 && !done; ++attempt) {
           std::vector<int> chosen;
@@ -346,12 +363,12 @@ Result<Advice> Advise(const Graph& g, const AdviseRequest& r) {
           for (int i : chosen) mods.push_back(advice.blocks.blocks[i].module);
           auto v = s.At(b, p, mods);
           if (!v.ok()) return v.status();
-          if (v.value()->device <= usable) {
+          if (v.value()->Fits(usable)) {
             c.checkpoint = mods;
             done = true;
           } else {
             // Tighten by the overshoot (and a bit more each round).
-            need += (v.value()->device - usable) / alpha * (1.0 + 0.25 * attempt) + 1.0;
+            need += (v.value()->Need() - usable) / alpha * (1.0 + 0.25 * attempt) + 1.0;
           }
         }
         if (!done || std::find(seen.begin(), seen.end(), c.checkpoint) != seen.end()) continue;
@@ -381,7 +398,21 @@ Result<Advice> Advise(const Graph& g, const AdviseRequest& r) {
       c.micro_batch = c.batch == 0 ? 0 : run;
       c.plan = probe.value()->plan;
       c.device_bytes = probe.value()->device;
+      c.uncertain_bytes = probe.value()->uncertain;
       c.headroom_bytes = r.budget_bytes - c.device_bytes;
+      if (c.batch > 0 && c.batch < cap) {
+        // Stopped by a kernel limit rather than by memory?
+        auto next = s.At(c.batch + 1, p, c.checkpoint);
+        if (!next.ok()) return next.status();
+        if (next.value()->int32_overflow && next.value()->Need() <= usable) {
+          const KernelLimit& k = next.value()->plan.int32_overflow;
+          c.note = "batch limited by a 32-bit kernel index: at batch " +
+                   std::to_string(c.batch + 1) + ", node '" + k.node + "' (" + k.op_type +
+                   ") would see " + std::to_string(k.elements) +
+                   " elements, over PyTorch's limit of 2^31 - 1";
+          advice.notes.push_back(std::string(PrecisionName(p)) + ": " + c.note);
+        }
+      }
       const double fb = static_cast<double>(c.plan.forward_flops + c.plan.backward_flops);
       c.recompute_overhead = fb > 0 ? c.plan.recompute_flops / fb : 0.0;
       if (kernels < 0) kernels = CountKernels(g);
@@ -414,6 +445,24 @@ Result<Advice> Advise(const Graph& g, const AdviseRequest& r) {
     }
   }
   std::stable_sort(advice.ranked.begin(), advice.ranked.end(), Ranks);
+  for (const Candidate& c : advice.ranked) {
+    const Coverage& cov = c.plan.coverage;
+    std::string unmeasured;
+    for (const RuleShare& rs : cov.rules) {
+      if (!rs.backed) unmeasured += (unmeasured.empty() ? "" : ", ") + rs.rule;
+    }
+    if (unmeasured.empty()) continue;
+    char pct[64];
+    std::snprintf(pct, sizeof pct, "%.1f %%", 100.0 * cov.UnbackedShare());
+    advice.notes.push_back(
+        std::string("UNMEASURED: ") + PrecisionName(c.precision) + " batch " +
+        std::to_string(c.batch) + ": " + pct + " of the planned peak rests on rules no " +
+        "measurement backs (" + unmeasured + "); the margin was widened by those bytes (" +
+        std::to_string(c.uncertain_bytes >> 20) +
+        " MiB), but an unmeasured op can also miss allocations entirely: measure this model " +
+        "before relying on the batch");
+    break;
+  }
   advice.plans = s.plans();
   return advice;
 }

@@ -17,6 +17,7 @@ const OpTable& Table() {
     RegisterShapeOps(t);
     RegisterElementwiseOps(t);
     RegisterNnOps(t);
+    AttachOpEvidence(t);
     return t;
   }();
   return *table;
@@ -66,6 +67,11 @@ OpDef* OpTable::Mutable(const std::string& op_type) {
 const OpDef* OpTable::Find(const std::string& domain, const std::string& op_type) const {
   auto it = entries_.find(Key(domain, op_type));
   return it == entries_.end() ? nullptr : &it->second;
+}
+
+void OpTable::SetEvidence(const std::string& op_type, const Evidence& evidence) {
+  auto it = entries_.find(Key("", op_type));
+  if (it != entries_.end()) it->second.evidence = evidence;
 }
 
 const OpDef* FindOp(const std::string& domain, const std::string& op_type) {

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "planner/evidence.h"
 #include "planner/graph.h"
 #include "planner/status.h"
 
@@ -174,6 +175,11 @@ struct OpDef {
   /// (reshape, transpose, cast: a weight stays a weight through it).
   bool passes_weight = false;
   ValidationKernel kernel = ValidationKernel::kNone;
+  /// Its PyTorch CUDA kernel indexes in 32 bits: it fails (an error or an
+  /// illegal memory access) on tensors of kInt32IndexElements or more.
+  bool int32_indexing = false;
+  /// The measurements that back this op's rules (evidence.cc; none by default).
+  Evidence evidence;
 };
 
 /// Bit mask of input slots [first, last].
@@ -206,6 +212,8 @@ class OpTable {
   /// A registered op of the default domain, to set further facts (registration only).
   OpDef* Mutable(const std::string& op_type);
   const std::unordered_map<std::string, OpDef>& entries() const { return entries_; }
+  /// Sets the evidence of a registered op (no-op for an unknown one).
+  void SetEvidence(const std::string& op_type, const Evidence& evidence);
 
  private:
   std::unordered_map<std::string, OpDef> entries_;  // key "domain::op"

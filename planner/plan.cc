@@ -7,6 +7,8 @@
 #include "planner/arena.h"
 #include "planner/checked.h"
 #include "planner/checkpoint.h"
+#include "planner/op_registry.h"
+#include "planner/rules.h"
 #include "planner/schedule.h"
 
 namespace memplan {
@@ -41,6 +43,11 @@ const char* CategoryName(Category c) {
   return "?";
 }
 
+double Coverage::UnbackedShare() const {
+  return peak_bytes > 0 ? static_cast<double>(unbacked_bytes) / static_cast<double>(peak_bytes)
+                        : 0.0;
+}
+
 int64_t Breakdown::Total() const {
   int64_t t = 0;
   for (int64_t b : bytes) t += b;
@@ -65,6 +72,7 @@ struct Storage {
   int refs = 0;
   bool live = false;
   int64_t id = -1;  // MemEvent id while live
+  int rule = -1;    // Simulator::rules index: what allocated it
 };
 
 // Replays the training (or inference) protocol of the calibration script
@@ -79,6 +87,11 @@ class Simulator {
       root_[v] = r;
     }
     storage_of_val_.assign(s.vals.size(), -1);
+    for (const ExecOp& op : s.ops) op_rule_.push_back(Intern(RuleOfOp(s, op)));
+    Use(Mech(Mechanism::kAllocator));
+    for (const Val& v : s.vals) {
+      if (v.held_until >= 0) Use(Mech(Mechanism::kModuleCallHolding));
+    }
     saved_root_.assign(s.vals.size(), false);
     for (const ExecOp& op : s.ops) {
       for (const SavedRef& r : op.saved) {
@@ -137,15 +150,44 @@ class Simulator {
   std::vector<std::tuple<size_t, int, Category>> retags;
   int64_t forward_flops = 0;
   int64_t backward_flops = 0;
+  // The rules that allocate (evidence.h), and whether the step used each.
+  std::vector<RuleRef> rules;
+  std::vector<bool> rule_used;
 
   void Run();
 
  private:
+  int Intern(const RuleRef& r) {
+    auto it = rule_ids_.find(r.name);
+    if (it != rule_ids_.end()) return it->second;
+    rules.push_back(r);
+    rule_used.push_back(false);
+    const int id = static_cast<int>(rules.size()) - 1;
+    rule_ids_.emplace(r.name, id);
+    return id;
+  }
+  int Mech(Mechanism m) { return Intern(RuleOfMechanism(m)); }
+  // Marks a rule used and makes it the one allocating from now on.
+  void Use(int rule) {
+    cur_rule_ = rule;
+    if (rule >= 0) rule_used[rule] = true;
+  }
+  // The rule of op i's outputs, saved tensors and gradients.
+  int OpRule(size_t i) {
+    return recomputing_ ? Mech(Mechanism::kCheckpointRecompute) : op_rule_[i];
+  }
+  // The rule of op i's workspaces.
+  int WorkspaceRule(size_t i) {
+    const OpDef* def = FindOp("", s_.ops[i].op_type);
+    if (def && def->cudnn_conv) return Mech(Mechanism::kConvWorkspace);
+    return OpRule(i);
+  }
   int NewStorage(int64_t bytes, Category cat) {
     Storage st;
     st.bytes = bytes;
     st.cat = cat;
     st.first_cat = cat;
+    st.rule = cur_rule_;
     storages.push_back(st);
     return static_cast<int>(storages.size()) - 1;
   }
@@ -203,6 +245,17 @@ class Simulator {
   // The gradients of a grad_in_weight_pass op's weights: one allocation
   // each, or one for all (flat_weight_grads).
   void WeightPassGrads(const ExecOp& op, std::vector<std::pair<int, int>>* produced);
+  // The rule the loss and its backward allocate under.
+  int LossRule() {
+    if (o_.loss == Loss::kMse) return Mech(Mechanism::kMseLoss);
+    if (o_.loss == Loss::kCrossEntropy) {
+      const bool pixels = s_.logits >= 0 && s_.vals[s_.logits].shape.size() >= 4;
+      return Mech(pixels ? Mechanism::kCrossEntropyPixels : Mechanism::kCrossEntropy);
+    }
+    // No loss: a scalar of the output's op.
+    const int p = s_.logits >= 0 ? producer_[s_.logits] : -1;
+    return p >= 0 ? op_rule_[p] : -1;
+  }
   int ValStorage(int v) const { return storage_of_val_[root_[v]]; }
   bool IsGraphInput(int v) const {
     for (int x : s_.inputs) {
@@ -215,7 +268,7 @@ class Simulator {
   // goes. `grad_mode`: outputs that backward keeps count as saved.
   // `keep_at` >= 0: what the op keeps for backward is referenced as op
   // `keep_at`'s (inside the call for saved_in_kernel ops, else after it).
-  void RunKernel(const ExecOp& op, bool grad_mode, bool input_dies_here, int keep_at);
+  void RunKernel(size_t i, bool grad_mode, bool input_dies_here, int keep_at);
   // References what `op` keeps for backward (new tensors allocated).
   void KeepSaved(const ExecOp& op, size_t i);
   // The storage an in-place run of `op` writes into (its first input's, when
@@ -240,6 +293,10 @@ class Simulator {
   const PlanOptions& o_;
   int64_t next_id_ = 1;
   int cur_op_ = -1;  // the op running now (events are attributed to it)
+  std::unordered_map<std::string, int> rule_ids_;
+  std::vector<int> op_rule_;  // per op
+  int cur_rule_ = -1;
+  bool recomputing_ = false;
   std::vector<int> root_;
   std::vector<int> storage_of_val_;  // by root val
   std::vector<bool> saved_root_;
@@ -279,6 +336,7 @@ void Simulator::LoadModel() {
   order.insert(order.end(), s_.buffers.begin(), s_.buffers.end());
   std::sort(order.begin(), order.end());
   const bool cast = o_.precision == Precision::kBf16 || o_.precision == Precision::kFp16;
+  Use(Mech(Mechanism::kParameters));
   for (int v : order) {
     // A model cast to half is loaded in fp32 first (model.cuda().half()).
     const int64_t bytes = cast ? 2 * s_.vals[v].bytes : s_.vals[v].bytes;
@@ -288,6 +346,7 @@ void Simulator::LoadModel() {
   }
   if (cast) {
     Step(Phase::kForward, "model.half()");
+    Use(Mech(Mechanism::kModelCast));
     for (int v : order) {
       const int old = storage_of_val_[v];
       const int st = AllocNew(s_.vals[v].bytes, Category::kParameters);
@@ -308,6 +367,7 @@ void Simulator::LoadModel() {
     }
   }
   Step(Phase::kForward, "input");
+  Use(Mech(Mechanism::kInputBatch));
   for (int v : s_.inputs) {
     const int st = AllocNew(s_.vals[v].bytes, Category::kParameters);
     Ref(st);
@@ -315,7 +375,9 @@ void Simulator::LoadModel() {
   }
 }
 
-void Simulator::RunKernel(const ExecOp& op, bool grad_mode, bool input_dies_here, int keep_at) {
+void Simulator::RunKernel(size_t i, bool grad_mode, bool input_dies_here, int keep_at) {
+  const ExecOp& op = s_.ops[i];
+  Use(OpRule(i));
   if (op.process_state_bytes > 0 && !process_state_) {
     process_state_ = true;
     Ref(AllocNew(op.process_state_bytes, Category::kWorkspaces));
@@ -343,7 +405,11 @@ void Simulator::RunKernel(const ExecOp& op, bool grad_mode, bool input_dies_here
     Ref(st);
   }
   // Kernels take their workspace after the outputs exist.
-  const int ws = op.fwd_workspace > 0 ? AllocNew(op.fwd_workspace, Category::kWorkspaces) : -1;
+  int ws = -1;
+  if (op.fwd_workspace > 0) {
+    Use(WorkspaceRule(i));
+    ws = AllocNew(op.fwd_workspace, Category::kWorkspaces);
+  }
   if (keep_at >= 0 && op.saved_in_kernel) KeepSaved(op, keep_at);
   if (ws >= 0) Free(ws);
   if (temp >= 0) Free(temp);
@@ -351,6 +417,7 @@ void Simulator::RunKernel(const ExecOp& op, bool grad_mode, bool input_dies_here
 }
 
 void Simulator::KeepSaved(const ExecOp& op, size_t i) {
+  Use(OpRule(i));
   for (const SavedRef& sr : op.saved) {
     int st;
     if (sr.val >= 0) {
@@ -385,9 +452,10 @@ void Simulator::Forward(bool grad_mode) {
     forward_flops = SatAdd(forward_flops, op.flops);
     if (op.uses_cublas && !fwd_workspace_) {
       fwd_workspace_ = true;
+      Use(Mech(Mechanism::kCublasWorkspace));
       Ref(AllocNew(kCublasWorkspaceBytes, Category::kWorkspaces));
     }
-    RunKernel(op, grad_mode,
+    RunKernel(i, grad_mode,
               !op.in.empty() && op.in[0] >= 0 && last_use_[op.in[0]] == static_cast<int>(i),
               grad_mode && !checkpointed ? static_cast<int>(i) : -1);
     if (grad_mode) {
@@ -434,6 +502,7 @@ void Simulator::Loss() {
   loss_storages_.clear();
   loss_saved_.clear();
   Step(Phase::kForward, "loss");
+  Use(LossRule());
   if (o_.loss == Loss::kCrossEntropy) {
     // Labels (int64), log_softmax (fp32 under autocast), scalar loss.
     const int labels = AllocNew(rows * 8, Category::kTransients);
@@ -517,6 +586,7 @@ void Simulator::Backward() {
   DTypeBytes(lv.dtype, 1, &elem);
   const int64_t logits_bytes = SatMulNonNeg(numel, elem);
   Step(Phase::kBackward, "loss backward");
+  Use(LossRule());
   int g;
   if (o_.loss == Loss::kCrossEntropy) {
     const int64_t lp_elem = amp ? 4 : elem;
@@ -556,9 +626,13 @@ void Simulator::Backward() {
     backward_flops = SatAdd(backward_flops, SatMulNonNeg(2, op.flops));
     if (op.uses_cublas && !bwd_workspace_) {
       bwd_workspace_ = true;
+      Use(Mech(Mechanism::kCublasWorkspace));
       Ref(AllocNew(kCublasWorkspaceBytes, Category::kWorkspaces));
       Ref(AllocNew(kBackwardExtraBytes, Category::kWorkspaces));
     }
+    const int op_rule = OpRule(k);
+    const int grad_rule = Mech(Mechanism::kParameterGradients);
+    Use(op_rule);
     std::vector<std::pair<int, int>> produced;  // (input val, grad storage)
     const int out_grad =
         op.out.empty() || op.out[0] < 0 || !grad_of_.count(op.out[0]) ? -1 : grad_of_[op.out[0]];
@@ -579,6 +653,7 @@ void Simulator::Backward() {
           const int v = op.in[1];
           const Category cat =
               s_.vals[Root(v)].is_param ? Category::kGradients : Category::kTransients;
+          Use(cat == Category::kGradients ? grad_rule : op_rule);
           const int st = AllocNew(s_.vals[v].bytes, cat);
           Ref(st);
           produced.emplace_back(v, st);
@@ -606,12 +681,14 @@ void Simulator::Backward() {
             DTypeBytes(s_.vals[v].dtype, n, &bytes);
           }
           const Category cat = s_.vals[v].is_param ? Category::kGradients : Category::kTransients;
+          Use(cat == Category::kGradients ? grad_rule : op_rule);
           const int st = AllocNew(bytes, cat);
           Ref(st);
           produced.emplace_back(v, st);
         }
         break;
     }
+    Use(WorkspaceRule(k));
     if (op.bwd_workspace > 0) Free(AllocNew(op.bwd_workspace, Category::kWorkspaces));
     if (!op.grad_in_weight_pass.empty() && op.grad_kind == GradKind::kNew) {
       WeightPassGrads(op, &produced);
@@ -660,6 +737,7 @@ void Simulator::ReleaseSegment(int seg) {
 void Simulator::Recompute(int seg) {
   recomputed_[seg] = true;
   Step(Phase::kBackward, "recompute " + o_.checkpoint_segments[seg]);
+  recomputing_ = true;
   const int first = seg_first_[seg];
   const int last = seg_last_[seg];
   std::vector<int> last_in_seg(s_.vals.size(), -1);
@@ -674,7 +752,7 @@ void Simulator::Recompute(int seg) {
     if (op.segment != seg) continue;
     cur_op_ = j;
     recompute_flops = SatAdd(recompute_flops, op.flops);
-    RunKernel(op, true,
+    RunKernel(j, true,
               !op.in.empty() && op.in[0] >= 0 && last_in_seg[op.in[0]] == j &&
                   producer_[op.in[0]] >= first,
               j);
@@ -688,12 +766,15 @@ void Simulator::Recompute(int seg) {
       if (last_in_seg[v] < 0) Unref(ValStorage(v));
     }
   }
+  recomputing_ = false;
 }
 
 void Simulator::OptimizerStep(bool first) {
   Step(Phase::kOptimizer, std::string("optimizer.step (") + OptimizerName(o_.optimizer) + ")");
   const bool adam = o_.optimizer == Optimizer::kAdam || o_.optimizer == Optimizer::kAdamW;
   // Lazily created state, one tensor at a time in parameter order.
+  if (adam) Use(Mech(Mechanism::kAdamState));
+  if (o_.optimizer == Optimizer::kMomentum) Use(Mech(Mechanism::kMomentumState));
   if (first) {
     for (int p : s_.params) {
       const int64_t b = s_.vals[p].bytes;
@@ -708,6 +789,7 @@ void Simulator::OptimizerStep(bool first) {
   }
   if (adam) {
     // foreach Adam: exp_avg_sq.sqrt() for the whole group, then addcdiv.
+    Use(Mech(Mechanism::kForeachTemporaries));
     std::vector<int> tmp;
     for (int p : s_.params) {
       if (grad_of_.count(p)) tmp.push_back(AllocNew(s_.vals[p].bytes, Category::kTransients));
@@ -761,7 +843,15 @@ void Simulator::Run() {
   Iteration(false);
 }
 
-Peak PeakOf(const Simulator& sim, const SimResult& r, size_t e0, size_t e1) {
+RuleShare ShareOf(const RuleRef& r, const PlanOptions& o) {
+  RuleShare sh;
+  sh.rule = r.name;
+  sh.backed = r.evidence.Covers(o.mode, o.precision);
+  sh.evidence = r.evidence.source ? r.evidence.source : "";
+  return sh;
+}
+
+Peak PeakOf(const Simulator& sim, const SimResult& r, size_t e0, size_t e1, const PlanOptions& o) {
   Peak p;
   size_t at = e0;
   for (size_t e = e0; e < e1 && e < r.allocated_after.size(); ++e) {
@@ -816,8 +906,24 @@ Peak PeakOf(const Simulator& sim, const SimResult& r, size_t e0, size_t e1) {
       }
     }
   }
+  std::vector<int64_t> by_rule(sim.rules.size(), 0);
+  int64_t no_rule = 0;
   for (const auto& kv : live) {
     p.breakdown.bytes[static_cast<int>(cat[kv.second.second])] += kv.second.first;
+    const int rule = sim.storages[kv.second.second].rule;
+    (rule >= 0 ? by_rule[rule] : no_rule) += kv.second.first;
+  }
+  for (size_t i = 0; i < by_rule.size(); ++i) {
+    if (by_rule[i] == 0) continue;
+    RuleShare sh = ShareOf(sim.rules[i], o);
+    sh.peak_bytes = by_rule[i];
+    p.rules.push_back(sh);
+  }
+  if (no_rule > 0) {
+    RuleShare sh;
+    sh.rule = "unattributed";
+    sh.peak_bytes = no_rule;
+    p.rules.push_back(sh);
   }
   p.lower_bound_bytes = lower;
   if (at < sim.event_step.size()) {
@@ -992,6 +1098,65 @@ void KernelsOf(const Graph& g, const Schedule& s, std::vector<KernelShape>* out)
 
 namespace {
 
+// The largest tensor of the step, and the largest one over the 32-bit limit
+// that an op with a 32-bit-indexing kernel reads or writes (backward's
+// gradients have the same shapes).
+void KernelLimitsOf(const Schedule& s, Plan* plan) {
+  for (const ExecOp& op : s.ops) {
+    const OpDef* def = op.node >= 0 ? FindOp("", op.op_type) : nullptr;
+    const bool int32 = def != nullptr && def->int32_indexing;
+    for (const std::vector<int>* vs : {&op.in, &op.out}) {
+      for (int v : *vs) {
+        if (v < 0 || !IsFloat(s.vals[v].dtype)) continue;
+        int64_t n = 0;
+        if (!CheckedNumel(s.vals[v].shape, &n)) n = INT64_MAX;
+        KernelLimit k{n, op.label, op.op_type, int32};
+        if (n > plan->largest_tensor.elements) plan->largest_tensor = k;
+        if (int32 && n >= kInt32IndexElements && n > plan->int32_overflow.elements) {
+          plan->int32_overflow = k;
+        }
+      }
+    }
+  }
+  if (plan->int32_overflow.elements > 0) {
+    const KernelLimit& k = plan->int32_overflow;
+    plan->warnings.push_back("node '" + k.node + "' (" + k.op_type + "): a tensor of " +
+                             std::to_string(k.elements) +
+                             " elements, over PyTorch's 32-bit indexing limit of 2^31 - 1 in "
+                             "this op's CUDA kernel: PyTorch fails (an error or an illegal "
+                             "memory access); use a smaller batch");
+  } else if (plan->largest_tensor.elements >= kInt32IndexElements) {
+    const KernelLimit& k = plan->largest_tensor;
+    plan->warnings.push_back("node '" + k.node + "' (" + k.op_type + "): a tensor of " +
+                             std::to_string(k.elements) +
+                             " elements (2^31 or more): PyTorch CUDA kernels that index in 32 "
+                             "bits fail there; this op's kernel is not known to");
+  }
+}
+
+// Fills the bytes of plan->coverage from the peak's rules.
+void FillCoverage(Plan* plan) {
+  Coverage& c = plan->coverage;
+  c.peak_bytes = 0;
+  c.unbacked_bytes = 0;
+  for (RuleShare& r : c.rules) r.peak_bytes = 0;
+  for (const RuleShare& at : plan->peak.rules) {
+    c.peak_bytes += at.peak_bytes;
+    if (!at.backed) c.unbacked_bytes += at.peak_bytes;
+    bool found = false;
+    for (RuleShare& r : c.rules) {
+      if (r.rule == at.rule) {
+        r.peak_bytes += at.peak_bytes;
+        found = true;
+      }
+    }
+    if (!found) c.rules.push_back(at);
+  }
+  std::stable_sort(c.rules.begin(), c.rules.end(), [](const RuleShare& a, const RuleShare& b) {
+    return a.peak_bytes > b.peak_bytes;
+  });
+}
+
 Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& options,
                           const Schedule& s) {
   if (options.mode == Mode::kTrain && s.logits < 0) {
@@ -1026,12 +1191,12 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
   // Peaks are those of the step (the calibration protocol resets the peak
   // statistics after loading the model).
   if (options.mode == Mode::kInference) {
-    plan.peak = PeakOf(sim, res, it.front().first, it.back().second);
+    plan.peak = PeakOf(sim, res, it.front().first, it.back().second, options);
     plan.steady = plan.peak;
     plan.first_step = plan.peak;
   } else {
-    plan.first_step = PeakOf(sim, res, it[0].first, it[0].second);
-    plan.steady = PeakOf(sim, res, it[2].first, it[2].second);
+    plan.first_step = PeakOf(sim, res, it[0].first, it[0].second, options);
+    plan.steady = PeakOf(sim, res, it[2].first, it[2].second, options);
     plan.peak = options.step == StepKind::kFirst ? plan.first_step : plan.steady;
   }
   for (Peak* p : {&plan.peak, &plan.first_step, &plan.steady}) {
@@ -1041,8 +1206,8 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
   if (options.mode == Mode::kInference) {
     // The reported peak spans both passes: draw the pass that holds it.
     for (size_t k = 1; k < it.size(); ++k) {
-      if (PeakOf(sim, res, it[k].first, it[k].second).allocated_bytes >
-          PeakOf(sim, res, it[iter].first, it[iter].second).allocated_bytes) {
+      if (PeakOf(sim, res, it[k].first, it[k].second, options).allocated_bytes >
+          PeakOf(sim, res, it[iter].first, it[iter].second, options).allocated_bytes) {
         iter = static_cast<int>(k);
       }
     }
@@ -1131,6 +1296,10 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
     }
   }
   KernelsOf(g, s, &plan.kernels);
+  for (size_t i = 0; i < sim.rules.size(); ++i) {
+    if (sim.rule_used[i]) plan.coverage.rules.push_back(ShareOf(sim.rules[i], options));
+  }
+  KernelLimitsOf(s, &plan);
   return plan;
 }
 
@@ -1232,6 +1401,7 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& requeste
   keep->timeline = std::move(timeline);
   keep->options.fp32_conv = options.fp32_conv;
   keep->options.inplace = options.inplace;
+  FillCoverage(&keep.value());
   return keep;
 }
 

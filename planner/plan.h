@@ -48,6 +48,37 @@ struct TimelinePoint {
   int64_t allocated_end = 0;  ///< memory_allocated after the step.
 };
 
+/// One rule's part of the peak (see evidence.h): an op's rule or a PyTorch
+/// mechanism, whether measurements back it for this mode and precision.
+struct RuleShare {
+  std::string rule;        ///< "Conv", "cuDNN convolution workspaces", ...
+  bool backed = false;     ///< Measured in this mode and precision.
+  std::string evidence;    ///< The measurements behind it; "" when none.
+  int64_t peak_bytes = 0;  ///< Allocated blocks it holds at the allocated peak.
+};
+
+/// How much of the plan rests on measured rules.
+struct Coverage {
+  int64_t peak_bytes = 0;        ///< All blocks at the allocated peak.
+  int64_t unbacked_bytes = 0;    ///< Those allocated by unmeasured rules.
+  std::vector<RuleShare> rules;  ///< Every rule the step uses, most bytes first.
+  /// unbacked_bytes / peak_bytes (0 for an empty peak).
+  [[nodiscard]] double UnbackedShare() const;
+};
+
+/// Elements above which PyTorch CUDA kernels that index in 32 bits fail
+/// (they check numel < INT_MAX: aten/src/ATen/native/cuda/UpSample*.cu).
+constexpr int64_t kInt32IndexElements = (1LL << 31) - 1;
+
+/// The largest tensor a 32-bit-indexing kernel would see.
+struct KernelLimit {
+  int64_t elements = 0;  ///< Its element count.
+  std::string node;      ///< The op reading or writing it.
+  std::string op_type;
+  /// True when that op's PyTorch CUDA kernel indexes in 32 bits (OpDef).
+  bool int32_kernel = false;
+};
+
 /// The maximum and what it is made of.
 struct Peak {
   int64_t allocated_bytes = 0;    ///< max_memory_allocated, fresh process.
@@ -63,6 +94,8 @@ struct Peak {
   /// resets the peak counters at each phase boundary reads).
   int64_t phase_allocated[3] = {0, 0, 0};
   int64_t phase_reserved[3] = {0, 0, 0};
+  /// Blocks at the allocated peak by the rule that allocated them.
+  std::vector<RuleShare> rules;
 };
 
 /// The allocated peak while a module runs, in forward and in backward.
@@ -121,6 +154,12 @@ struct Plan {
   std::vector<Category> event_categories;
   std::vector<KernelShape> kernels;
   std::vector<std::string> warnings;
+  Coverage coverage;  ///< Of `peak`: what measurements back it.
+  /// The largest tensor over kInt32IndexElements read or written by an op
+  /// whose CUDA kernel indexes in 32 bits (elements 0: none); see
+  /// `largest_tensor` for any op.
+  KernelLimit int32_overflow;
+  KernelLimit largest_tensor;  ///< The tensor with the most elements.
 };
 
 /// The default CUDA context + library state, measured on an H200 (torch 2.11).

@@ -25,9 +25,10 @@ STAGES = ["ir", "ops", "schedule", "simulation", "advice"]
 # planner/ file stem -> stage (a .h and its .cc share it); ops/ is "ops".
 STAGE_OF = {
     "status": "ir", "text": "ir", "checked": "ir", "dtype": "ir", "graph": "ir", "options": "ir",
-    "op_registry": "ops", "shape_inference": "ops",
+    "op_registry": "ops", "shape_inference": "ops", "evidence": "ops",
     "schedule": "schedule", "fusion": "schedule", "attention": "schedule",
-    "module_calls": "schedule", "params": "schedule", "sdpa": "schedule", "layout": "schedule", "rnn": "schedule",
+    "module_calls": "schedule", "params": "schedule", "sdpa": "schedule", "layout": "schedule",
+    "rnn": "schedule", "rules": "schedule",
     "allocator_sim": "simulation", "arena": "simulation", "plan": "simulation",
     "plan_model": "simulation",
     "checkpoint": "schedule", "devices": "advice", "advisor": "advice",

@@ -1380,8 +1380,15 @@ void RegisterNnOps(OpTable* t) {
   // AT_FORALL_FP32): a half input is copied to float32 and the output is
   // float32 (measured: bench/results/traces/families/unet_ldm_train_32_amp_bf16
   // and deeplab_mnv3_train_16_amp_bf16).
-  t->Add("Resize", Def(ResizeShape, nullptr, nullptr, fp32));
-  t->Add("Upsample", Def(ResizeShape, nullptr, nullptr, fp32));
+  // The CUDA upsampling kernels index in 32 bits: the channels-last ones
+  // check numel < INT_MAX, others compute int offsets
+  // (aten/src/ATen/native/cuda/UpSampleBilinear2d.cu, UpSampleNearest1d.cu,
+  // UpSampleNearest3d.cu); bilinear upsampling over more than 2^31 elements
+  // crashed with an illegal memory access on the H200 (torch 2.11).
+  OpDef resize = Def(ResizeShape, nullptr, nullptr, fp32);
+  resize.int32_indexing = true;
+  t->Add("Resize", resize);
+  t->Add("Upsample", resize);
 
   t->Add("LSTM", Def(RnnShape, RnnSaves, RnnFlops, low));
   t->Add("GRU", Def(RnnShape, RnnSaves, RnnFlops, low));

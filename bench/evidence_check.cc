@@ -1,0 +1,256 @@
+// Keeps the evidence tables (planner/evidence.cc) equal to the measurements:
+// plans every configuration of the calibration rows (bench/calibration/
+// *.jsonl: model, training or inference, precision, optimizer, attention,
+// checkpointing; both training exports) and collects which rules each uses.
+// A rule used by a measured configuration is measured there. Fails when
+//   - a measured configuration's plan is not 100 % backed (a rule the
+//     calibration exercises lacks its evidence entry), or
+//   - an entry claims a configuration no calibration row measured.
+// --print writes the derived bits per rule (to review against the tables).
+// --families FILE: per family row (bench/results/families_h200.jsonl), the
+// unbacked share of the plan and its error against the measurement.
+//
+// Usage: evidence_check [--dir bench/calibration] [--models models] [--print]
+//                       [--families bench/results/families_h200.jsonl]
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "onnx_import/importer.h"
+#include "planner/checkpoint.h"
+#include "planner/evidence.h"
+#include "planner/op_registry.h"
+#include "planner/plan.h"
+#include "planner/plan_model.h"
+
+namespace {
+
+using nlohmann::json;
+
+struct Config {
+  std::string model, kind, precision, optimizer, attention, checkpoint;
+  int64_t batch = 0;
+  bool operator<(const Config& o) const {
+    return std::tie(model, kind, precision, optimizer, attention, checkpoint) <
+           std::tie(o.model, o.kind, o.precision, o.optimizer, o.attention, o.checkpoint);
+  }
+};
+
+std::string Str(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+}
+
+struct Derived {
+  uint8_t train = 0, inference = 0;
+  std::set<std::string> models;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir = std::string(MEMPLAN_SOURCE_DIR) + "/bench/calibration";
+  std::string models = std::string(MEMPLAN_SOURCE_DIR) + "/models";
+  std::string families;
+  bool print = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--dir" && i + 1 < argc) dir = argv[++i];
+    if (a == "--models" && i + 1 < argc) models = argv[++i];
+    if (a == "--families" && i + 1 < argc) families = argv[++i];
+    if (a == "--print") print = true;
+  }
+  // One configuration per distinct measured setup, at its smallest and its
+  // largest batch (shape arithmetic can differ at batch 1).
+  std::map<Config, std::pair<int64_t, int64_t>> configs;
+  for (const char* f : {"measurements.jsonl", "measurements_bf16.jsonl", "fresh.jsonl",
+                        "measurements_ckpt.jsonl"}) {
+    std::ifstream in(dir + "/" + f);
+    if (!in) {
+      std::printf("FAIL: cannot read %s/%s\n", dir.c_str(), f);
+      return 1;
+    }
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      const json j = json::parse(line);
+      Config c;
+      c.kind = j.contains("kind") ? j["kind"].get<std::string>() : "train";
+      if (c.kind == "env" || j.contains("error")) continue;
+      if (c.kind == "fresh") c.kind = "train";
+      c.model = Str(j, "model");
+      c.precision = j.contains("precision") ? Str(j, "precision") : "fp32";
+      c.optimizer = Str(j, "optimizer");
+      c.attention = Str(j, "attention");
+      c.checkpoint = Str(j, "checkpoint");
+      const int64_t b = j.value("batch", int64_t{0});
+      auto it = configs.find(c);
+      if (it == configs.end()) {
+        configs[c] = {b, b};
+      } else {
+        it->second.first = std::min(it->second.first, b);
+        it->second.second = std::max(it->second.second, b);
+      }
+    }
+  }
+  std::map<std::string, memplan::Graph> graphs;
+  auto graph = [&](const std::string& name) -> const memplan::Graph* {
+    auto it = graphs.find(name);
+    if (it == graphs.end()) {
+      auto g = memplan::ImportOnnxFile(models + "/" + name + ".onnx");
+      if (!g.ok()) return nullptr;
+      it = graphs.emplace(name, std::move(g.value())).first;
+    }
+    return &it->second;
+  };
+  std::map<std::string, Derived> derived;
+  std::map<std::string, std::string> evidence_of;  // rule -> source claimed
+  int fail = 0, plans = 0;
+  for (const auto& kv : configs) {
+    const Config& c = kv.first;
+    const bool infer = c.kind == "infer";
+    const std::vector<std::string> styles =
+        infer ? std::vector<std::string>{c.model, c.model + "_train"}
+              : std::vector<std::string>{c.model + "_train", c.model + "_train_ts"};
+    for (int64_t batch : {kv.second.first, kv.second.second}) {
+      for (const std::string& style : styles) {
+        const memplan::Graph* g = graph(style);
+        if (!g) continue;
+        memplan::ShapeBindings b;
+        b.batch = batch;
+        std::vector<std::string> warn;
+        auto bound = memplan::BindShapes(*g, b, &warn);
+        if (!bound.ok()) {
+          std::printf("FAIL: %s: %s\n", style.c_str(), bound.message().c_str());
+          ++fail;
+          continue;
+        }
+        memplan::PlanOptions o;
+        o.mode = infer ? memplan::Mode::kInference : memplan::Mode::kTrain;
+        o.precision = memplan::ParsePrecision(c.precision).value();
+        o.optimizer =
+            c.optimizer == "sgd" ? memplan::Optimizer::kMomentum : memplan::Optimizer::kAdamW;
+        o.attention =
+            c.attention == "eager" ? memplan::Attention::kEager : memplan::Attention::kFused;
+        if (c.checkpoint == "hf_blocks") {
+          o.checkpoint_segments = memplan::FixedPlacement(memplan::FindBlocks(bound.value()),
+                                                          memplan::CheckpointStrategy::kAll);
+        }
+        auto plan = memplan::MakePlan(bound.value(), batch, o);
+        if (!plan.ok()) {
+          std::printf("FAIL: %s: %s\n", style.c_str(), plan.message().c_str());
+          ++fail;
+          continue;
+        }
+        ++plans;
+        const uint8_t bit = memplan::PrecisionBit(o.precision);
+        for (const memplan::RuleShare& r : plan->coverage.rules) {
+          Derived& d = derived[r.rule];
+          (infer ? d.inference : d.train) |= bit;
+          d.models.insert(c.model);
+          evidence_of[r.rule] = r.evidence;
+          if (!r.backed) {
+            std::printf("FAIL: %s %s %s: rule '%s' is used but has no evidence for it\n",
+                        style.c_str(), c.kind.c_str(), c.precision.c_str(), r.rule.c_str());
+            ++fail;
+          }
+        }
+        if (plan->coverage.unbacked_bytes != 0) {
+          std::printf("FAIL: %s %s %s: %.1f %% of the peak unbacked\n", style.c_str(),
+                      c.kind.c_str(), c.precision.c_str(), 100.0 * plan->coverage.UnbackedShare());
+          ++fail;
+        }
+      }
+    }
+  }
+  // No entry claims more than the rows show.
+  auto check = [&](const std::string& rule, const memplan::Evidence& e) {
+    if (e.source == nullptr) return;
+    const Derived d = derived.count(rule) ? derived[rule] : Derived{};
+    if ((e.train & ~d.train) != 0 || (e.inference & ~d.inference) != 0) {
+      std::printf(
+          "FAIL: rule '%s' claims train bits 0x%02x inference 0x%02x; the calibration rows "
+          "show 0x%02x / 0x%02x\n",
+          rule.c_str(), e.train, e.inference, d.train, d.inference);
+      ++fail;
+    }
+  };
+  for (int m = 0; m < memplan::kNumMechanisms; ++m) {
+    const auto mech = static_cast<memplan::Mechanism>(m);
+    check(memplan::MechanismName(mech), memplan::MechanismEvidence(mech));
+  }
+  for (const auto& kv : derived) {
+    if (memplan::FindOp("", kv.first)) check(kv.first, memplan::OpEvidence(kv.first));
+  }
+  for (const char* op : {"LSTM", "GRU", "GroupNormalization", "Resize", "InstanceNormalization"}) {
+    check(op, memplan::OpEvidence(op));
+  }
+  if (print) {
+    std::printf("%-34s %-5s %-5s  models\n", "rule", "train", "infer");
+    for (const auto& kv : derived) {
+      std::string ms;
+      for (const std::string& m : kv.second.models) ms += (ms.empty() ? "" : ", ") + m;
+      std::printf("%-34s 0x%02x  0x%02x   %s\n", kv.first.c_str(), kv.second.train,
+                  kv.second.inference, ms.c_str());
+    }
+  }
+  std::printf("%d configurations planned, %zu rules used, %d failures\n", plans, derived.size(),
+              fail);
+
+  if (!families.empty()) {
+    std::ifstream in(families);
+    std::string line;
+    std::printf("\n%-14s %-5s %-8s %4s %7s %9s %7s  unbacked rules at the peak\n", "model", "mode",
+                "prec", "B", "unbkd%", "err_res%", "err/unb");
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      const json j = json::parse(line);
+      if (j.contains("error")) continue;
+      const std::string model = j["model"];
+      const memplan::Graph* g = graph(model + "_train");
+      if (!g) continue;
+      const bool infer = j["mode"] == "infer";
+      memplan::ShapeBindings b;
+      const int64_t batch = j["batch"];
+      if (model == "gru_seqfirst") {
+        b.dims["batch"] = batch;
+      } else {
+        b.batch = batch;
+      }
+      std::vector<std::string> warn;
+      auto bound = memplan::BindShapes(*g, b, &warn);
+      if (!bound.ok()) continue;
+      memplan::PlanOptions o;
+      o.mode = infer ? memplan::Mode::kInference : memplan::Mode::kTrain;
+      o.precision = memplan::ParsePrecision(j["precision"].get<std::string>()).value();
+      if (model == "unet_ldm") o.loss = memplan::Loss::kMse;
+      auto plan = memplan::MakePlan(bound.value(), batch, o);
+      if (!plan.ok()) continue;
+      int64_t meas = 0;
+      if (infer) {
+        meas = j["reserved_peak"];
+      } else {
+        for (const json& st : j["steps"]) meas = std::max<int64_t>(meas, st["reserved_peak"]);
+      }
+      const int64_t pred = std::max(plan->steady.reserved_bytes, plan->first_step.reserved_bytes);
+      std::string names;
+      for (const memplan::RuleShare& r : plan->coverage.rules) {
+        if (!r.backed && r.peak_bytes > 0) names += (names.empty() ? "" : ", ") + r.rule;
+      }
+      const double under = static_cast<double>(meas - pred);
+      std::printf("%-14s %-5s %-8s %4lld %6.1f%% %+8.1f%% %7.2f  %s\n", model.c_str(),
+                  infer ? "infer" : "train", j["precision"].get<std::string>().c_str(),
+                  static_cast<long long>(batch), 100.0 * plan->coverage.UnbackedShare(),
+                  100.0 * (pred - meas) / meas,
+                  plan->coverage.unbacked_bytes > 0 ? under / plan->coverage.unbacked_bytes : 0.0,
+                  names.c_str());
+    }
+  }
+  return fail == 0 ? 0 : 1;
+}
