@@ -465,4 +465,7 @@ if __name__ == "__main__":
             measure(name, mode, batch, prec, sys.argv[6] if verb == "trace" else None)
         except torch.cuda.OutOfMemoryError as e:
             print(json.dumps(dict(model=name, mode=mode, batch=batch, precision=prec,
-                                  error="oom: " + str(e)[:200])), flush=True)
+                                  error="oom: " + str(e)[:1000],
+                                  allocated=torch.cuda.memory_allocated(),
+                                  reserved=torch.cuda.memory_reserved(),
+                                  max_allocated=torch.cuda.max_memory_allocated())), flush=True)
