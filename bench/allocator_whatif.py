@@ -19,10 +19,10 @@ zero_grad(set_to_none=True), peaks reset at each step's start):
                              step 5's is what the release costs)
   eval no_grad               model.eval(), one forward under torch.no_grad()
   eval inference_mode        the same under torch.inference_mode()
-  eval with grad             the same forward with autograd on (an evaluation
-                             that forgot no_grad): the activations are kept
-                             until the output is dropped
-  empty_cache "after_eval"   after the three evaluation passes
+  forward train mode         model.train(), one forward with autograd on (an
+                             evaluation that forgot no_grad and eval()): the
+                             activations are kept until the output is dropped
+  empty_cache "after_eval"   after the three forward passes
   step 6                     training again
 Every phase records max_memory_allocated / max_memory_reserved (reset at its
 start), memory_allocated / memory_reserved at its end, cudaMalloc and cudaFree
@@ -97,9 +97,9 @@ def main():
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    def evaluate(ctx):
+    def evaluate(ctx, train_mode=False):
         def run():
-            model.eval()
+            model.train(train_mode)
             with ctx(), autocast():
                 out = model(*xs)
             del out
@@ -113,7 +113,7 @@ def main():
             ("empty_cache_epoch_end", empty_cache), ("step4", train_step), ("step5", train_step),
             ("eval_no_grad", evaluate(torch.no_grad)),
             ("eval_inference_mode", evaluate(torch.inference_mode)),
-            ("eval_with_grad", evaluate(torch.enable_grad)),
+            ("forward_train_mode", evaluate(torch.enable_grad, True)),
             ("empty_cache_after_eval", empty_cache), ("step6", train_step)]
     try:
         for label, fn in plan:
