@@ -504,13 +504,23 @@ void Simulator::Loss() {
   Step(Phase::kForward, "loss");
   Use(LossRule());
   if (o_.loss == Loss::kCrossEntropy) {
-    // Labels (int64), log_softmax (fp32 under autocast), scalar loss.
+    // Labels (int64), log p, the scalar loss and nll_loss's total weight.
+    // cross_entropy_loss (aten/src/ATen/native/LossNLL.cpp) calls
+    // log_softmax(self, class_dim, self.scalar_type()): an explicit dtype,
+    // which autocast's fp32_set_opt_dtype policy leaves alone, so log p has
+    // the logits' dtype and is saved by log_softmax. cross_entropy_loss is
+    // not on autocast's CUDA lists, nll_loss / nll_loss2d are (fp32): with
+    // half logits under autocast nll_loss gets an fp32 copy of log p, which
+    // it saves as its `self` (autocast_mode.cpp; derivatives.yaml).
+    const bool half_logits = amp && elem == 2;
+    const int64_t scalar_elem = amp ? 4 : elem;
     const int labels = AllocNew(rows * 8, Category::kTransients);
-    const int64_t lp_elem = amp ? 4 : elem;
-    const int logp = AllocNew(rows * classes * lp_elem, Category::kSavedActivations);
-    const int loss = AllocNew(lp_elem, Category::kTransients);
-    const int weight = AllocNew(lp_elem, Category::kSavedActivations);
-    loss_saved_ = {labels, logp, weight};
+    const int logp = AllocNew(SatMulNonNeg(numel, elem), Category::kSavedActivations);
+    const int logp_fp32 =
+        half_logits ? AllocNew(SatMulNonNeg(numel, 4), Category::kSavedActivations) : -1;
+    const int loss = AllocNew(scalar_elem, Category::kTransients);
+    const int weight = AllocNew(scalar_elem, Category::kSavedActivations);
+    loss_saved_ = {labels, logp, weight, logp_fp32};
     loss_storages_ = {loss};
   } else if (o_.loss == Loss::kMse) {
     const int target = AllocNew(numel * elem, Category::kSavedActivations);
@@ -589,18 +599,31 @@ void Simulator::Backward() {
   Use(LossRule());
   int g;
   if (o_.loss == Loss::kCrossEntropy) {
-    const int64_t lp_elem = amp ? 4 : elem;
-    // nll_loss backward writes d(log p); log_softmax backward reads it and
-    // the saved log p, and writes d(logits) in the logits' dtype.
-    // nll_loss's node lets go of the labels and the total weight when it is
-    // done, before log_softmax backward runs (families trace
+    // nll_loss backward writes d(log p) in its input's dtype and its node
+    // lets go of what it saved (the fp32 copy of log p under autocast, the
+    // labels, the total weight) before the next node runs (families traces
     // deeplab_mnv3_train_16_amp_bf16: the [N, H, W] labels are freed right
-    // after d(log p) is allocated).
-    const int glogp = AllocNew(numel * lp_elem, Category::kTransients);
+    // after d(log p) is allocated; qwen_bigvocab_train_16_amp_bf16: the fp32
+    // copy too). Under autocast the cast's backward brings d(log p) to the
+    // logits' dtype; log_softmax backward reads it and the saved log p and
+    // writes d(logits).
+    const int logp_fp32 = loss_saved_[3];
+    const int glogp = AllocNew(SatMulNonNeg(numel, logp_fp32 >= 0 ? 4 : elem),
+                               Category::kTransients);
+    if (logp_fp32 >= 0) Unref(logp_fp32);
     Unref(loss_saved_[0]);
     Unref(loss_saved_[2]);
+    int glogp_cast = -1;
+    if (logp_fp32 >= 0) {
+      glogp_cast = AllocNew(logits_bytes, Category::kTransients);
+      Free(glogp);
+    }
     g = AllocNew(logits_bytes, Category::kTransients);
-    Free(glogp);
+    if (glogp_cast >= 0) {
+      Free(glogp_cast);
+    } else {
+      Free(glogp);
+    }
     Unref(loss_saved_[1]);
   } else if (o_.loss == Loss::kMse) {
     g = AllocNew(logits_bytes, Category::kTransients);

@@ -126,6 +126,47 @@ TEST(Plan, PerPixelCrossEntropyLabelsAndTheirRelease) {
   EXPECT_EQ(bwd, (std::vector<std::string>{"+8192", "-4096", "-4", "+8192", "-8192", "-8192"}));
 }
 
+// Cross entropy on half logits under autocast: cross_entropy_loss runs
+// log_softmax in the logits' dtype (it passes self's dtype explicitly) and
+// nll_loss, on autocast's fp32 list, gets an fp32 copy of log p; both are
+// saved. x [2, 64] @ w [64, 256] -> bf16 logits of 1 KiB: forward allocates
+// labels 16 B, log p 1 KiB (bf16), its fp32 copy 2 KiB, the loss and the
+// total weight. Backward: d(log p) in fp32, then nll_loss's node lets go of
+// the fp32 copy, the labels and the total weight; the cast's backward writes
+// d(log p) in bf16, the fp32 one goes; log_softmax backward writes d(logits);
+// the bf16 d(log p) and log p go (families trace
+// qwen_bigvocab_train_16_amp_bf16 shows the same sequence).
+TEST(Plan, CrossEntropyOnHalfLogitsUnderAutocast) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(64)});
+  b.Init("w", {64, 256});
+  b.Op("MatMul", {"x", "w"}, {"logits"}, "head");
+  b.Output("logits");
+  PlanOptions o = Train(Optimizer::kSgd, Precision::kAmpBf16);
+  o.keep_events = true;
+  const Plan p = PlanOf(b, 2, o);
+  ASSERT_EQ(p.events.size(), p.event_nodes.size());
+  std::vector<int64_t> loss_allocs;
+  std::vector<std::string> bwd;
+  std::map<int64_t, int64_t> bytes_of;
+  bool first_bwd_done = false;
+  for (size_t e = 0; e < p.events.size(); ++e) {
+    const MemEvent& ev = p.events[e];
+    if (ev.is_alloc) bytes_of[ev.id] = ev.bytes;
+    if (p.event_nodes[e] == "loss" && ev.is_alloc && loss_allocs.size() < 5) {
+      loss_allocs.push_back(ev.bytes);
+    }
+    if (p.event_nodes[e] == "loss backward" && !first_bwd_done) {
+      bwd.push_back((ev.is_alloc ? "+" : "-") + std::to_string(bytes_of[ev.id]));
+    } else if (!bwd.empty()) {
+      first_bwd_done = true;
+    }
+  }
+  EXPECT_EQ(loss_allocs, (std::vector<int64_t>{16, 1024, 2048, 4, 4}));
+  EXPECT_EQ(bwd, (std::vector<std::string>{"+2048", "-2048", "-16", "-4", "+1024", "-2048",
+                                           "+1024", "-1024", "-1024"}));
+}
+
 TEST(Plan, MlpParameters) {
   const Plan p = PlanOf(Mlp(), 8, Train(Optimizer::kAdamW));
   EXPECT_EQ(p.parameter_count, 1024 * 4096 + 4096 * 10);
@@ -262,8 +303,9 @@ TEST(Plan, InferencePeakIsParamsInputActivationsAndOneWorkspace) {
 //             loss weight scalar (512) = 4205056.
 //   amp_bf16: r in bf16 (2 MiB) + x cast to bf16 (256*1024*2 = 512 KiB,
 //             fc1 keeps it for W1's gradient) + W2's bf16 copy (81920 B,
-//             fc2 keeps it for d(r)) + log p in fp32 (10240) + 512
-//             = 2714112.
+//             fc2 keeps it for d(r)) + log p in bf16 (256*10*2 = 5120,
+//             saved by log_softmax) and its fp32 copy (10240, saved by
+//             nll_loss) + 512 = 2719232.
 TEST(Plan, AmpBf16ActivationsAreHalfTheSize) {
   const Plan fp32 = PlanOf(Mlp(), 256, Train(Optimizer::kSgd));
   const Plan amp = PlanOf(Mlp(), 256, Train(Optimizer::kSgd, Precision::kAmpBf16));
@@ -273,19 +315,20 @@ TEST(Plan, AmpBf16ActivationsAreHalfTheSize) {
   const int64_t r32 = 256 * 4096 * 4;
   EXPECT_EQ(f->live.bytes[static_cast<int>(Category::kSavedActivations)], r32 + 10240 + 512);
   EXPECT_EQ(a->live.bytes[static_cast<int>(Category::kSavedActivations)],
-            r32 / 2 + 256 * 1024 * 2 + 81920 + 10240 + 512);
+            r32 / 2 + 256 * 1024 * 2 + 81920 + 5120 + 10240 + 512);
   // Parameters stay fp32 under autocast.
   EXPECT_EQ(amp.parameter_bytes, fp32.parameter_bytes);
   // Leaving autocast drops W1's bf16 copy (8 MiB): nothing saved it, since
   // x needs no gradient. W2's copy stays (saved above). The loss step
-  // meanwhile adds the int64 labels (256 * 8 = 2048), log p (10240), the
-  // loss and its weight (512 each).
+  // meanwhile adds the int64 labels (256 * 8 = 2048), log p (5120) and its
+  // fp32 copy (10240), the loss and its weight (512 each).
   const TimelinePoint* fwd_end = nullptr;
   for (const TimelinePoint& pt : amp.timeline) {
     if (pt.node == "fc2" && pt.phase == Phase::kForward) fwd_end = &pt;
   }
   ASSERT_TRUE(fwd_end);
-  EXPECT_EQ(fwd_end->allocated_end - a->allocated_end, 8 * kMiB - (2048 + 10240 + 512 + 512));
+  EXPECT_EQ(fwd_end->allocated_end - a->allocated_end,
+            8 * kMiB - (2048 + 5120 + 10240 + 512 + 512));
 }
 
 TEST(Plan, WholeModelBf16HalvesParameters) {
