@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""memplan against the held-out measurements (bench/holdout.py).
+"""memplan against fresh-process measurements of whole models on the H200:
+the families (bench/families.py measure: bench/results/families_h200.jsonl,
+families_check_h200.jsonl) and the held-out CNNs (bench/holdout.py:
+bench/results/holdout_h200.jsonl).
 
-Usage: python3 bench/holdout_compare.py MEMPLAN ONNX_DIR [MEASUREMENTS.jsonl]
-ONNX_DIR holds NAME_train.onnx from `bench/holdout.py export` (run it on any
-machine with torch; no GPU needed). Prints one row per measurement (train:
-steady and first step) and the median / worst absolute error.
+Usage: python3 bench/rows_compare.py MEMPLAN ONNX_DIR MEASUREMENTS.jsonl [--by-mode]
+ONNX_DIR holds NAME_train.onnx (`bench/families.py export`, `bench/holdout.py
+export`; any machine with torch, no GPU needed). Prints one row per
+measurement (train: steady and first step) and the median / worst absolute
+error per model and mode, or per mode only with --by-mode.
 """
 import json
 import os
@@ -13,12 +17,20 @@ import subprocess
 import sys
 
 MIB = 1 << 20
+# the loss bench/families.py trains each model with (cross entropy otherwise)
+LOSS = {"unet_ldm": "mse"}
+# models whose batch is not dim 0 of the first input: bound by the symbol's name
+BATCH_SYMBOL = {"gru_seqfirst": "batch"}
 
 
 def plan(memplan, onnx, mode, batch, prec, step):
-    cmd = [memplan, "plan", onnx, "--mode", mode, "--batch", str(batch), "--format", "json"]
+    name = os.path.basename(onnx)[:-len("_train.onnx")]
+    bind = (["--dim", f"{BATCH_SYMBOL[name]}={batch}"] if name in BATCH_SYMBOL else
+            ["--batch", str(batch)])
+    cmd = [memplan, "plan", onnx, "--mode", mode, *bind, "--format", "json"]
     if mode == "train":
-        cmd += ["--precision", prec, "--optimizer", "adamw", "--step", step]
+        cmd += ["--precision", prec, "--optimizer", "adamw", "--step", step,
+                "--loss", LOSS.get(os.path.basename(onnx)[:-len("_train.onnx")], "cross_entropy")]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         return None, out.stderr.strip()
@@ -27,9 +39,11 @@ def plan(memplan, onnx, mode, batch, prec, step):
 
 
 def main():
-    memplan, onnx_dir = sys.argv[1], sys.argv[2]
-    meas = sys.argv[3] if len(sys.argv) > 3 else os.path.join(
-        os.path.dirname(__file__), "results", "holdout_h200.jsonl")
+    args = [a for a in sys.argv[1:] if a != "--by-mode"]
+    by_mode = "--by-mode" in sys.argv[1:]
+    if len(args) != 3:
+        sys.exit(__doc__)
+    memplan, onnx_dir, meas = args
     errs = {}
     print(f"{'model':16} {'mode':5} {'prec':8} {'step':6} {'B':>3} {'meas MiB':>9} {'pred':>9}"
           f" {'err%':>6} {'resv meas':>9} {'pred':>9} {'err%':>6}")
@@ -48,7 +62,8 @@ def main():
                 continue
             ea = 100.0 * (pred[0] - m_alloc) / m_alloc
             er = 100.0 * (pred[1] - m_res) / m_res
-            fam = "inference" if r["mode"] == "infer" else "training"
+            kind = "inference" if r["mode"] == "infer" else "training"
+            fam = kind if by_mode else f"{r['model']} {kind}"
             errs.setdefault(fam, ([], []))
             errs[fam][0].append(abs(ea))
             errs[fam][1].append(abs(er))
@@ -57,7 +72,7 @@ def main():
                   f" {m_res / MIB:9.0f} {pred[1] / MIB:9.0f} {er:+6.1f}")
     print("\nabsolute error (median / worst)")
     for fam, (a, r) in sorted(errs.items()):
-        print(f"  {fam:10} n={len(a):2}  allocated {statistics.median(a):4.1f} % / {max(a):4.1f} %"
+        print(f"  {fam:24} n={len(a):2}  allocated {statistics.median(a):4.1f} % / {max(a):4.1f} %"
               f"   reserved {statistics.median(r):4.1f} % / {max(r):4.1f} %")
 
 
