@@ -30,7 +30,8 @@ STAGE_OF = {
     "module_calls": "schedule", "params": "schedule", "sdpa": "schedule", "layout": "schedule",
     "rnn": "schedule", "rules": "schedule",
     "allocator_sim": "simulation", "arena": "simulation", "plan": "simulation",
-    "plan_model": "simulation",
+    "plan_model": "simulation", "simulator": "simulation", "peaks": "simulation",
+    "timeline": "simulation", "kernels": "simulation", "plan_step": "simulation",
     "checkpoint": "schedule", "devices": "advice", "advisor": "advice",
 }
 # Headers outside the standard library that a folder may not include.

@@ -1,0 +1,105 @@
+#include "planner/plan_step.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "planner/allocator_sim.h"
+#include "planner/kernels.h"
+#include "planner/peaks.h"
+#include "planner/simulator.h"
+#include "planner/timeline.h"
+
+namespace memplan {
+
+Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& options,
+                          const Schedule& s) {
+  if (options.mode == Mode::kTrain && s.logits < 0) {
+    return Status::Error(g.source + ": the graph has no output to put a loss on");
+  }
+  Plan plan;
+  plan.options = options;
+  plan.batch = batch;
+  plan.dims = g.bound_symbols;
+  plan.batch_symbol = g.batch_symbol;
+  if (!g.batch_symbol.empty()) {
+    auto b = g.bound_symbols.find(g.batch_symbol);
+    if (b != g.bound_symbols.end()) plan.batch = b->second;
+  }
+  plan.warnings = s.warnings;
+  plan.parameter_count = s.parameter_count;
+  for (int p : s.params) plan.parameter_bytes += s.vals[p].bytes;
+  for (int b : s.buffers) plan.buffer_bytes += s.vals[b].bytes;
+  plan.context_bytes = options.context_bytes >= 0 ? options.context_bytes : kDefaultContextBytes;
+  if (options.mode == Mode::kTrain && g.eval_mode_hint) {
+    plan.warnings.push_back(g.source +
+                            ": the model was exported in eval mode (batch norm without training "
+                            "statistics, no dropout); a training plan needs a train-mode export "
+                            "(see the README)");
+  }
+  Simulator sim(s, options);
+  sim.Run();
+  auto r = SimulateCachingAllocator(sim.events, options.allocator);
+  if (!r.ok()) return Status::Error(g.source + ": cannot replay the allocations: " + r.message());
+  const SimResult& res = r.value();
+  const auto& it = sim.iteration_events;
+  // Peaks are those of the step (the calibration protocol resets the peak
+  // statistics after loading the model).
+  if (options.mode == Mode::kInference) {
+    plan.peak = PeakOf(sim, res, it.front().first, it.back().second, options);
+    plan.steady = plan.peak;
+    plan.first_step = plan.peak;
+  } else {
+    plan.first_step = PeakOf(sim, res, it[0].first, it[0].second, options);
+    plan.steady = PeakOf(sim, res, it[2].first, it[2].second, options);
+    plan.peak = options.step == StepKind::kFirst ? plan.first_step : plan.steady;
+  }
+  for (Peak* p : {&plan.peak, &plan.first_step, &plan.steady}) {
+    p->device_bytes = p->reserved_bytes + plan.context_bytes;
+  }
+  int iter = options.mode == Mode::kTrain && options.step == StepKind::kSteady ? 2 : 0;
+  if (options.mode == Mode::kInference) {
+    // The reported peak spans both passes: draw the pass that holds it.
+    for (size_t k = 1; k < it.size(); ++k) {
+      if (PeakOf(sim, res, it[k].first, it[k].second, options).allocated_bytes >
+          PeakOf(sim, res, it[iter].first, it[iter].second, options).allocated_bytes) {
+        iter = static_cast<int>(k);
+      }
+    }
+  }
+  // Per step (the simulation ran several); a saturated sum stays saturated.
+  const int64_t steps = static_cast<int64_t>(sim.iteration_events.size());
+  auto per_step = [steps](int64_t total) { return total == INT64_MAX ? total : total / steps; };
+  plan.forward_flops = per_step(sim.forward_flops);
+  plan.backward_flops = per_step(sim.backward_flops);
+  plan.recompute_flops = per_step(sim.recompute_flops);
+  // The timeline of the planned iteration: one point per step, at the
+  // step's highest moment (workspaces and temporaries come and go inside an
+  // op), so the curve reaches the peak the numbers report.
+  const size_t e0 = sim.iteration_events[iter].first;
+  const size_t e1 = sim.iteration_events[iter].second;
+  plan.timeline = TimelineOf(sim, res, e0, e1);
+  plan.modules = ModulePeaksOf(g, s, sim, res, e0, e1);
+  // Inference: the activations packed into one arena (lower bound vs packed).
+  if (options.mode == Mode::kInference) {
+    plan.arena_lower_bound = ArenaLowerBoundOf(sim, it[0].first, it[0].second);
+  }
+  if (options.keep_events) {
+    plan.events = sim.events;
+    for (size_t e = 0; e < sim.events.size(); ++e) {
+      const int st = sim.event_step[e];
+      const int stor = sim.event_storage[e];
+      plan.event_nodes.push_back(sim.steps_label[st]);
+      plan.event_phases.push_back(sim.steps_phase[st]);
+      plan.event_categories.push_back(stor >= 0 ? sim.storages[stor].first_cat
+                                                : Category::kWorkspaces);
+    }
+  }
+  KernelsOf(g, s, &plan.kernels);
+  for (size_t i = 0; i < sim.rules.size(); ++i) {
+    if (sim.rule_used[i]) plan.coverage.rules.push_back(ShareOf(sim.rules[i], options));
+  }
+  KernelLimitsOf(s, &plan);
+  return plan;
+}
+
+}  // namespace memplan

@@ -1,0 +1,23 @@
+#ifndef MEMPLAN_PLANNER_PLAN_STEP_H_
+#define MEMPLAN_PLANNER_PLAN_STEP_H_
+
+/// One plan from one schedule: the step simulated, its allocator events
+/// replayed, the figures read off them.
+
+#include <cstdint>
+
+#include "planner/graph.h"
+#include "planner/options.h"
+#include "planner/plan.h"
+#include "planner/schedule.h"
+#include "planner/status.h"
+
+namespace memplan {
+
+/// Plans one step of schedule `s` of `g` (one variant of the options).
+[[nodiscard]] Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& options,
+                                        const Schedule& s);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_PLANNER_PLAN_STEP_H_

@@ -1,0 +1,558 @@
+#include "planner/simulator.h"
+
+#include <algorithm>
+
+#include "planner/checked.h"
+
+namespace memplan {
+
+namespace {
+
+// cuBLAS workspace per handle on sm90 (CublasHandlePool.cpp): the forward
+// thread's handle gets one at the first GEMM, autograd's thread another at
+// the first backward GEMM.
+constexpr int64_t kCublasWorkspaceBytes = 32LL << 20;
+// Measured on the H200 (fresh.jsonl): 1 MiB more persists from the first
+// backward on (README of the calibration data).
+constexpr int64_t kBackwardExtraBytes = 1LL << 20;
+
+}  // namespace
+
+void Simulator::LoadModel() {
+  Step(Phase::kForward, "model.cuda()");
+  // model.cuda() moves parameters and buffers in module order.
+  std::vector<int> order = s_.params;
+  order.insert(order.end(), s_.buffers.begin(), s_.buffers.end());
+  std::sort(order.begin(), order.end());
+  const bool cast = o_.precision == Precision::kBf16 || o_.precision == Precision::kFp16;
+  Use(Mech(Mechanism::kParameters));
+  for (int v : order) {
+    // A model cast to half is loaded in fp32 first (model.cuda().half()).
+    const int64_t bytes = cast ? 2 * s_.vals[v].bytes : s_.vals[v].bytes;
+    const int st = AllocNew(bytes, Category::kParameters);
+    Ref(st);
+    storage_of_val_[v] = st;
+  }
+  if (cast) {
+    Step(Phase::kForward, "model.half()");
+    Use(Mech(Mechanism::kModelCast));
+    for (int v : order) {
+      const int old = storage_of_val_[v];
+      const int st = AllocNew(s_.vals[v].bytes, Category::kParameters);
+      Ref(st);
+      storage_of_val_[v] = st;
+      Unref(old);
+    }
+    // Training scripts empty the cache after the cast (the calibration
+    // protocol does); inference ones rarely do.
+    if (o_.mode == Mode::kTrain) {
+      MemEvent e;
+      e.empty_cache = true;
+      e.is_alloc = false;
+      events.push_back(e);
+      event_storage.push_back(-1);
+      event_step.push_back(CurStep());
+      event_op.push_back(-1);
+    }
+  }
+  Step(Phase::kForward, "input");
+  Use(Mech(Mechanism::kInputBatch));
+  for (int v : s_.inputs) {
+    const int st = AllocNew(s_.vals[v].bytes, Category::kParameters);
+    Ref(st);
+    storage_of_val_[v] = st;
+  }
+}
+
+void Simulator::RunKernel(size_t i, bool grad_mode, bool input_dies_here, int keep_at) {
+  const ExecOp& op = s_.ops[i];
+  Use(OpRule(i));
+  if (op.process_state_bytes > 0 && !process_state_) {
+    process_state_ = true;
+    Ref(AllocNew(op.process_state_bytes, Category::kWorkspaces));
+  }
+  const int temp = op.fwd_temp_bytes > 0 ? AllocNew(op.fwd_temp_bytes, Category::kTransients) : -1;
+  const int inplace = InPlaceStorage(op, input_dies_here);
+  for (int v : op.out) {
+    if (v < 0 || s_.vals[v].phantom) continue;
+    const int r = root_[v];
+    if (op.view && r != v) {
+      // A view: keeps its base's storage alive while it lives.
+      Ref(storage_of_val_[r]);
+      continue;
+    }
+    const Category cat =
+        (grad_mode && saved_root_[r]) ? Category::kSavedActivations : Category::kTransients;
+    if (inplace >= 0 && v == op.out[0]) {
+      storage_of_val_[r] = inplace;
+      Ref(inplace);
+      Retag(inplace, cat);
+      continue;
+    }
+    const int st = AllocNew(s_.vals[v].bytes, cat);
+    storage_of_val_[r] = st;
+    Ref(st);
+  }
+  // Kernels take their workspace after the outputs exist.
+  int ws = -1;
+  if (op.fwd_workspace > 0) {
+    Use(WorkspaceRule(i));
+    ws = AllocNew(op.fwd_workspace, Category::kWorkspaces);
+  }
+  if (keep_at >= 0 && op.saved_in_kernel) KeepSaved(op, keep_at);
+  if (ws >= 0) Free(ws);
+  if (temp >= 0) Free(temp);
+  if (keep_at >= 0 && !op.saved_in_kernel) KeepSaved(op, keep_at);
+}
+
+void Simulator::KeepSaved(const ExecOp& op, size_t i) {
+  Use(OpRule(i));
+  for (const SavedRef& sr : op.saved) {
+    int st;
+    if (sr.val >= 0) {
+      st = ValStorage(sr.val);
+      if (st < 0) continue;
+    } else {
+      st = AllocNew(sr.bytes, Category::kSavedActivations);
+    }
+    Ref(st);
+    saved_storages_[i].push_back(st);
+  }
+}
+
+void Simulator::Forward(bool grad_mode) {
+  saved_storages_.assign(s_.ops.size(), {});
+  held_.clear();
+  seg_held_.assign(seg_first_.size(), {});
+  recomputed_.assign(seg_first_.size(), false);
+  for (size_t i = 0; i < s_.ops.size(); ++i) {
+    const ExecOp& op = s_.ops[i];
+    cur_op_ = static_cast<int>(i);
+    Step(Phase::kForward, op.label);
+    const bool checkpointed = grad_mode && op.segment >= 0;
+    if (checkpointed && seg_first_[op.segment] == static_cast<int>(i)) {
+      for (int v : seg_inputs_[op.segment]) {
+        const int st = ValStorage(v);
+        if (st < 0) continue;
+        Ref(st);
+        seg_held_[op.segment].push_back(st);
+      }
+    }
+    forward_flops = SatAdd(forward_flops, op.flops);
+    if (op.uses_cublas && !fwd_workspace_) {
+      fwd_workspace_ = true;
+      Use(Mech(Mechanism::kCublasWorkspace));
+      Ref(AllocNew(kCublasWorkspaceBytes, Category::kWorkspaces));
+    }
+    RunKernel(i, grad_mode,
+              !op.in.empty() && op.in[0] >= 0 && last_use_[op.in[0]] == static_cast<int>(i),
+              grad_mode && !checkpointed ? static_cast<int>(i) : -1);
+    if (grad_mode) {
+      if (op.hold_to_forward_end) {
+        for (int v : op.out) {
+          if (v >= 0) {
+            Ref(ValStorage(v));
+            held_.push_back(ValStorage(v));
+          }
+        }
+      }
+    }
+    // Values whose last reader was this op die (the logits live on as `out`).
+    for (int v : release_[i]) {
+      if (v == s_.logits) continue;
+      if (s_.vals[v].is_param || s_.vals[v].is_buffer || IsGraphInput(v)) continue;
+      Unref(ValStorage(v));
+    }
+    for (int v : op.out) {
+      if (v < 0 || s_.vals[v].phantom || v == s_.logits) continue;
+      if (last_use_[v] < 0) Unref(ValStorage(v));
+    }
+  }
+  cur_op_ = -1;
+}
+
+void Simulator::Loss() {
+  const int L = s_.logits;
+  if (L < 0) return;
+  logits_storage_ = ValStorage(L);
+  const Val& lv = s_.vals[L];
+  int64_t numel = 1;
+  for (int64_t d : lv.shape) numel *= d;
+  // F.cross_entropy takes the classes on dim 1 of an [N, C, d1, ...] input
+  // (nll_loss2d: per-pixel labels [N, d1, ...]); logits of rank 2 or 3 are
+  // [N, C] or [B, S, V] flattened to [B * S, V].
+  const int64_t classes = lv.shape.empty()       ? 1
+                          : lv.shape.size() >= 4 ? lv.shape[1]
+                                                 : lv.shape.back();
+  const int64_t rows = classes > 0 ? numel / classes : 0;
+  const bool amp = o_.precision == Precision::kAmpBf16 || o_.precision == Precision::kAmpFp16;
+  int64_t elem = 0;
+  DTypeBytes(lv.dtype, 1, &elem);
+  loss_storages_.clear();
+  loss_saved_.clear();
+  Step(Phase::kForward, "loss");
+  Use(LossRule());
+  if (o_.loss == Loss::kCrossEntropy) {
+    // Labels (int64), log p, the scalar loss and nll_loss's total weight.
+    // cross_entropy_loss (aten/src/ATen/native/LossNLL.cpp) calls
+    // log_softmax(self, class_dim, self.scalar_type()): an explicit dtype,
+    // which autocast's fp32_set_opt_dtype policy leaves alone, so log p has
+    // the logits' dtype and is saved by log_softmax. cross_entropy_loss is
+    // not on autocast's CUDA lists, nll_loss / nll_loss2d are (fp32): with
+    // half logits under autocast nll_loss gets an fp32 copy of log p, which
+    // it saves as its `self` (autocast_mode.cpp; derivatives.yaml).
+    const bool half_logits = amp && elem == 2;
+    const int64_t scalar_elem = amp ? 4 : elem;
+    const int labels = AllocNew(rows * 8, Category::kTransients);
+    const int logp = AllocNew(SatMulNonNeg(numel, elem), Category::kSavedActivations);
+    const int logp_fp32 =
+        half_logits ? AllocNew(SatMulNonNeg(numel, 4), Category::kSavedActivations) : -1;
+    const int loss = AllocNew(scalar_elem, Category::kTransients);
+    const int weight = AllocNew(scalar_elem, Category::kSavedActivations);
+    loss_saved_ = {labels, logp, weight, logp_fp32};
+    loss_storages_ = {loss};
+  } else if (o_.loss == Loss::kMse) {
+    const int target = AllocNew(numel * elem, Category::kSavedActivations);
+    int input_copy = -1;
+    if (amp && elem != 4) input_copy = AllocNew(numel * 4, Category::kSavedActivations);
+    const int loss = AllocNew(4, Category::kTransients);
+    loss_saved_ = {target};
+    if (input_copy >= 0) loss_saved_.push_back(input_copy);
+    loss_storages_ = {loss};
+  } else {
+    loss_storages_ = {AllocNew(elem, Category::kTransients)};
+  }
+  // Leaving autocast drops the weight cache.
+  for (int st : held_) Unref(st);
+  held_.clear();
+}
+
+void Simulator::AddGrad(int val, int g) {
+  if (g < 0) return;
+  const Val& v = s_.vals[val];
+  if (!v.requires_grad) {
+    Unref(g);
+    return;
+  }
+  auto it = grad_of_.find(val);
+  if (it != grad_of_.end()) {
+    // Accumulated in place into the first gradient.
+    Unref(g);
+    return;
+  }
+  if (v.is_param) {
+    Retag(g, Category::kGradients);
+  }
+  grad_of_[val] = g;
+}
+
+void Simulator::WeightPassGrads(const ExecOp& op, std::vector<std::pair<int, int>>* produced) {
+  std::vector<int> weights;
+  int64_t total = 0;
+  for (size_t i = 0; i < op.in.size() && i < op.grad_in_weight_pass.size(); ++i) {
+    if (!op.grad_in[i] || !op.grad_in_weight_pass[i]) continue;
+    weights.push_back(op.in[i]);
+    total = SatAdd(total, s_.vals[op.in[i]].bytes);
+  }
+  if (weights.empty()) return;
+  bool params = true;
+  for (int v : weights) params = params && s_.vals[v].is_param;
+  const Category cat = params ? Category::kGradients : Category::kTransients;
+  if (op.flat_weight_grads) {
+    const int st = AllocNew(total, cat);
+    for (int v : weights) {
+      Ref(st);
+      produced->emplace_back(v, st);
+    }
+    return;
+  }
+  for (int v : weights) {
+    const int st = AllocNew(s_.vals[v].bytes, s_.vals[v].is_param ? cat : Category::kTransients);
+    Ref(st);
+    produced->emplace_back(v, st);
+  }
+}
+
+void Simulator::Backward() {
+  const int L = s_.logits;
+  const Val& lv = s_.vals[L];
+  int64_t numel = 1;
+  for (int64_t d : lv.shape) numel *= d;
+  const bool amp = o_.precision == Precision::kAmpBf16 || o_.precision == Precision::kAmpFp16;
+  // The logits' size from shape and dtype: the output may be a view (a
+  // linear layer's bias added in place), whose own bytes are 0.
+  int64_t elem = 0;
+  DTypeBytes(lv.dtype, 1, &elem);
+  const int64_t logits_bytes = SatMulNonNeg(numel, elem);
+  Step(Phase::kBackward, "loss backward");
+  Use(LossRule());
+  int g;
+  if (o_.loss == Loss::kCrossEntropy) {
+    // nll_loss backward writes d(log p) in its input's dtype and its node
+    // lets go of what it saved (the fp32 copy of log p under autocast, the
+    // labels, the total weight) before the next node runs (families traces
+    // deeplab_mnv3_train_16_amp_bf16: the [N, H, W] labels are freed right
+    // after d(log p) is allocated; qwen_bigvocab_train_16_amp_bf16: the fp32
+    // copy too). Under autocast the cast's backward brings d(log p) to the
+    // logits' dtype; log_softmax backward reads it and the saved log p and
+    // writes d(logits).
+    const int logp_fp32 = loss_saved_[3];
+    const int glogp = AllocNew(SatMulNonNeg(numel, logp_fp32 >= 0 ? 4 : elem),
+                               Category::kTransients);
+    if (logp_fp32 >= 0) Unref(logp_fp32);
+    Unref(loss_saved_[0]);
+    Unref(loss_saved_[2]);
+    int glogp_cast = -1;
+    if (logp_fp32 >= 0) {
+      glogp_cast = AllocNew(logits_bytes, Category::kTransients);
+      Free(glogp);
+    }
+    g = AllocNew(logits_bytes, Category::kTransients);
+    if (glogp_cast >= 0) {
+      Free(glogp_cast);
+    } else {
+      Free(glogp);
+    }
+    Unref(loss_saved_[1]);
+  } else if (o_.loss == Loss::kMse) {
+    g = AllocNew(logits_bytes, Category::kTransients);
+    for (int st : loss_saved_) Unref(st);
+  } else {
+    g = AllocNew(0, Category::kTransients);
+  }
+  Ref(g);
+  grad_of_[L] = g;
+  for (size_t k = s_.ops.size(); k-- > 0;) {
+    const ExecOp& op = s_.ops[k];
+    bool has_grad = false;
+    for (int v : op.out) has_grad = has_grad || (v >= 0 && grad_of_.count(v));
+    if (!has_grad) {
+      if (op.segment >= 0 && seg_first_[op.segment] == static_cast<int>(k)) {
+        ReleaseSegment(op.segment);
+      }
+      continue;
+    }
+    if (op.segment >= 0 && !recomputed_[op.segment]) Recompute(op.segment);
+    cur_op_ = static_cast<int>(k);
+    Step(Phase::kBackward, op.label);
+    backward_flops = SatAdd(backward_flops, SatMulNonNeg(2, op.flops));
+    if (op.uses_cublas && !bwd_workspace_) {
+      bwd_workspace_ = true;
+      Use(Mech(Mechanism::kCublasWorkspace));
+      Ref(AllocNew(kCublasWorkspaceBytes, Category::kWorkspaces));
+      Ref(AllocNew(kBackwardExtraBytes, Category::kWorkspaces));
+    }
+    const int op_rule = OpRule(k);
+    const int grad_rule = Mech(Mechanism::kParameterGradients);
+    Use(op_rule);
+    std::vector<std::pair<int, int>> produced;  // (input val, grad storage)
+    const int out_grad =
+        op.out.empty() || op.out[0] < 0 || !grad_of_.count(op.out[0]) ? -1 : grad_of_[op.out[0]];
+    switch (op.grad_kind) {
+      case GradKind::kAlias:
+        for (size_t i = 0; i < op.in.size(); ++i) {
+          if (!op.grad_in[i] || out_grad < 0) continue;
+          Ref(out_grad);
+          produced.emplace_back(op.in[i], out_grad);
+        }
+        break;
+      case GradKind::kBiasAdd:
+        if (op.grad_in[0] && out_grad >= 0) {
+          Ref(out_grad);
+          produced.emplace_back(op.in[0], out_grad);
+        }
+        if (op.grad_in.size() > 1 && op.grad_in[1]) {
+          const int v = op.in[1];
+          const Category cat =
+              s_.vals[Root(v)].is_param ? Category::kGradients : Category::kTransients;
+          Use(cat == Category::kGradients ? grad_rule : op_rule);
+          const int st = AllocNew(s_.vals[v].bytes, cat);
+          Ref(st);
+          produced.emplace_back(v, st);
+        }
+        break;
+      case GradKind::kGather:
+        if (!op.grad_in.empty() && op.grad_in[0]) {
+          const int st = AllocNew(s_.vals[op.in[0]].bytes > 0 ? s_.vals[op.in[0]].bytes
+                                                              : s_.vals[root_[op.in[0]]].bytes,
+                                  Category::kTransients);
+          Ref(st);
+          produced.emplace_back(op.in[0], st);
+        }
+        break;
+      case GradKind::kNew:
+        for (size_t i = 0; i < op.in.size(); ++i) {
+          if (!op.grad_in[i]) continue;
+          const int v = op.in[i];
+          if (i < op.grad_in_weight_pass.size() && op.grad_in_weight_pass[i]) continue;
+          int64_t bytes = s_.vals[v].bytes;
+          if (s_.vals[v].base >= 0) {
+            // Gradient of a view input: a dense tensor of the view's size.
+            int64_t n = 0;
+            CheckedNumel(s_.vals[v].shape, &n);
+            DTypeBytes(s_.vals[v].dtype, n, &bytes);
+          }
+          const Category cat = s_.vals[v].is_param ? Category::kGradients : Category::kTransients;
+          Use(cat == Category::kGradients ? grad_rule : op_rule);
+          const int st = AllocNew(bytes, cat);
+          Ref(st);
+          produced.emplace_back(v, st);
+        }
+        break;
+    }
+    Use(WorkspaceRule(k));
+    if (op.bwd_workspace > 0) Free(AllocNew(op.bwd_workspace, Category::kWorkspaces));
+    if (!op.grad_in_weight_pass.empty() && op.grad_kind == GradKind::kNew) {
+      WeightPassGrads(op, &produced);
+    }
+    if (op.bwd_weight_workspace > 0) {
+      Free(AllocNew(op.bwd_weight_workspace, Category::kWorkspaces));
+    }
+    for (int v : op.out) {
+      if (v < 0) continue;
+      auto it = grad_of_.find(v);
+      if (it == grad_of_.end()) continue;
+      Unref(it->second);
+      grad_of_.erase(it);
+    }
+    for (int st : saved_storages_[k]) Unref(st);
+    saved_storages_[k].clear();
+    for (const auto& p : produced) AddGrad(p.first, p.second);
+    if (op.segment >= 0 && seg_first_[op.segment] == static_cast<int>(k)) {
+      ReleaseSegment(op.segment);
+    }
+  }
+  cur_op_ = -1;
+  for (size_t seg = 0; seg < seg_held_.size(); ++seg) ReleaseSegment(static_cast<int>(seg));
+  // Whatever backward did not reach is released with the graph.
+  for (auto& list : saved_storages_) {
+    for (int st : list) Unref(st);
+    list.clear();
+  }
+  for (auto it = grad_of_.begin(); it != grad_of_.end();) {
+    if (s_.vals[it->first].is_param) {
+      ++it;
+    } else {
+      Unref(it->second);
+      it = grad_of_.erase(it);
+    }
+  }
+}
+
+void Simulator::ReleaseSegment(int seg) {
+  for (int st : seg_held_[seg]) Unref(st);
+  seg_held_[seg].clear();
+}
+
+// Runs a checkpointed segment's forward again (inside backward) so that its
+// ops' saved tensors exist; values nobody saved die as they would.
+void Simulator::Recompute(int seg) {
+  recomputed_[seg] = true;
+  Step(Phase::kBackward, "recompute " + o_.checkpoint_segments[seg]);
+  recomputing_ = true;
+  const int first = seg_first_[seg];
+  const int last = seg_last_[seg];
+  std::vector<int> last_in_seg(s_.vals.size(), -1);
+  for (int j = first; j <= last; ++j) {
+    if (s_.ops[j].segment != seg) continue;
+    for (int v : s_.ops[j].in) {
+      if (v >= 0) last_in_seg[v] = j;
+    }
+  }
+  for (int j = first; j <= last; ++j) {
+    const ExecOp& op = s_.ops[j];
+    if (op.segment != seg) continue;
+    cur_op_ = j;
+    recompute_flops = SatAdd(recompute_flops, op.flops);
+    RunKernel(j, true,
+              !op.in.empty() && op.in[0] >= 0 && last_in_seg[op.in[0]] == j &&
+                  producer_[op.in[0]] >= first,
+              j);
+    for (int v : op.in) {
+      if (v < 0 || last_in_seg[v] != j) continue;
+      const int p = producer_[v];
+      if (p >= 0 && s_.ops[p].segment == seg) Unref(ValStorage(v));
+    }
+    for (int v : op.out) {
+      if (v < 0 || s_.vals[v].phantom) continue;
+      if (last_in_seg[v] < 0) Unref(ValStorage(v));
+    }
+  }
+  recomputing_ = false;
+}
+
+void Simulator::OptimizerStep(bool first) {
+  Step(Phase::kOptimizer, std::string("optimizer.step (") + OptimizerName(o_.optimizer) + ")");
+  const bool adam = o_.optimizer == Optimizer::kAdam || o_.optimizer == Optimizer::kAdamW;
+  // Lazily created state, one tensor at a time in parameter order.
+  if (adam) Use(Mech(Mechanism::kAdamState));
+  if (o_.optimizer == Optimizer::kMomentum) Use(Mech(Mechanism::kMomentumState));
+  if (first) {
+    for (int p : s_.params) {
+      const int64_t b = s_.vals[p].bytes;
+      if (!grad_of_.count(p)) continue;  // torch.optim skips p.grad is None.
+      if (adam) {
+        state_.push_back(AllocNew(b, Category::kOptimizerState));
+        state_.push_back(AllocNew(b, Category::kOptimizerState));
+      } else if (o_.optimizer == Optimizer::kMomentum) {
+        state_.push_back(AllocNew(b, Category::kOptimizerState));
+      }
+    }
+  }
+  if (adam) {
+    // foreach Adam: exp_avg_sq.sqrt() for the whole group, then addcdiv.
+    Use(Mech(Mechanism::kForeachTemporaries));
+    std::vector<int> tmp;
+    for (int p : s_.params) {
+      if (grad_of_.count(p)) tmp.push_back(AllocNew(s_.vals[p].bytes, Category::kTransients));
+    }
+    for (int st : tmp) Free(st);
+  }
+  Step(Phase::kOptimizer, "zero_grad");
+  for (int p : s_.params) {
+    auto it = grad_of_.find(p);
+    if (it != grad_of_.end()) {
+      Unref(it->second);
+      grad_of_.erase(it);
+    }
+  }
+}
+
+void Simulator::ReleaseForward() {
+  // `del out, loss`.
+  if (logits_storage_ >= 0) Unref(logits_storage_);
+  logits_storage_ = -1;
+  for (int st : loss_storages_) Free(st);
+  loss_storages_.clear();
+}
+
+void Simulator::Iteration(bool first) {
+  iteration_start.push_back(static_cast<int>(steps_phase.size()));
+  const size_t e0 = events.size();
+  if (o_.mode == Mode::kInference) {
+    Forward(false);
+    if (s_.logits >= 0) Unref(ValStorage(s_.logits));
+  } else {
+    Forward(true);
+    Loss();
+    Backward();
+    OptimizerStep(first);
+    ReleaseForward();
+  }
+  iteration_events.emplace_back(e0, events.size());
+}
+
+void Simulator::Run() {
+  LoadModel();
+  if (o_.mode == Mode::kInference) {
+    Iteration(true);
+    Iteration(false);
+    return;
+  }
+  // First step, then two steady ones (options.step picks which to report).
+  Iteration(true);
+  Iteration(false);
+  Iteration(false);
+}
+
+}  // namespace memplan

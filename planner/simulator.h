@@ -1,0 +1,291 @@
+#ifndef MEMPLAN_PLANNER_SIMULATOR_H_
+#define MEMPLAN_PLANNER_SIMULATOR_H_
+
+/// The step simulation: replays the calibration protocol (model load,
+/// forward, loss, backward, optimizer step) over a schedule and records the
+/// allocator events, each annotated with its storage, step, op and rule.
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "planner/allocator_sim.h"
+#include "planner/op_registry.h"
+#include "planner/options.h"
+#include "planner/plan.h"
+#include "planner/rules.h"
+#include "planner/schedule.h"
+
+namespace memplan {
+
+// One allocation the simulated process owns.
+struct Storage {
+  int64_t bytes = 0;
+  Category cat = Category::kTransients;        // Current (after retags).
+  Category first_cat = Category::kTransients;  // At allocation.
+  int refs = 0;
+  bool live = false;
+  int64_t id = -1;  // MemEvent id while live
+  int rule = -1;    // Simulator::rules index: what allocated it
+};
+
+// Replays the training (or inference) protocol of the calibration script
+// over a schedule and records allocator events.
+class Simulator {
+ public:
+  Simulator(const Schedule& s, const PlanOptions& o) : s_(s), o_(o) {
+    root_.resize(s.vals.size());
+    for (size_t v = 0; v < s.vals.size(); ++v) {
+      int r = static_cast<int>(v);
+      while (s.vals[r].base >= 0) r = s.vals[r].base;
+      root_[v] = r;
+    }
+    storage_of_val_.assign(s.vals.size(), -1);
+    for (const ExecOp& op : s.ops) op_rule_.push_back(Intern(RuleOfOp(s, op)));
+    Use(Mech(Mechanism::kAllocator));
+    for (const Val& v : s.vals) {
+      if (v.held_until >= 0) Use(Mech(Mechanism::kModuleCallHolding));
+    }
+    saved_root_.assign(s.vals.size(), false);
+    for (const ExecOp& op : s.ops) {
+      for (const SavedRef& r : op.saved) {
+        if (r.val >= 0) saved_root_[root_[r.val]] = true;
+      }
+    }
+    last_use_.assign(s.vals.size(), -1);
+    producer_.assign(s.vals.size(), -1);
+    for (size_t i = 0; i < s.ops.size(); ++i) {
+      for (int v : s.ops[i].in) {
+        if (v >= 0) last_use_[v] = static_cast<int>(i);
+      }
+      for (int v : s.ops[i].out) {
+        if (v >= 0) producer_[v] = static_cast<int>(i);
+      }
+      const int seg = s.ops[i].segment;
+      if (seg < 0) continue;
+      if (seg >= static_cast<int>(seg_first_.size())) {
+        seg_first_.resize(seg + 1, -1);
+        seg_last_.resize(seg + 1, -1);
+        seg_inputs_.resize(seg + 1);
+      }
+      if (seg_first_[seg] < 0) seg_first_[seg] = static_cast<int>(i);
+      seg_last_[seg] = static_cast<int>(i);
+    }
+    // A value dies after its last reader, or when the module call that got
+    // it as an argument returns, whichever is later.
+    release_.assign(s.ops.size(), {});
+    for (size_t v = 0; v < s.vals.size(); ++v) {
+      if (last_use_[v] < 0) continue;
+      release_[std::max(last_use_[v], s.vals[v].held_until)].push_back(static_cast<int>(v));
+    }
+    // A checkpointed segment keeps the tensors entering it.
+    for (size_t i = 0; i < s.ops.size(); ++i) {
+      const int seg = s.ops[i].segment;
+      if (seg < 0) continue;
+      for (int v : s.ops[i].in) {
+        if (v < 0) continue;
+        const int p = producer_[v];
+        if (p < 0 || s.ops[p].segment != seg) seg_inputs_[seg].push_back(v);
+      }
+    }
+  }
+
+  // Events and their annotations.
+  std::vector<MemEvent> events;
+  std::vector<int> event_storage;  // storage index per event
+  std::vector<int> event_step;     // timeline step per event
+  std::vector<int> event_op;       // schedule op whose kernel (or backward) made it; -1: none
+  std::vector<Phase> steps_phase;
+  std::vector<std::string> steps_label;
+  std::vector<int> iteration_start;  // first step index of each iteration
+  std::vector<std::pair<size_t, size_t>> iteration_events;
+  std::vector<Storage> storages;
+  // (event index, storage, new category) applied when replaying categories.
+  std::vector<std::tuple<size_t, int, Category>> retags;
+  int64_t forward_flops = 0;
+  int64_t backward_flops = 0;
+  // The rules that allocate (evidence.h), and whether the step used each.
+  std::vector<RuleRef> rules;
+  std::vector<bool> rule_used;
+
+  void Run();
+
+ private:
+  int Intern(const RuleRef& r) {
+    auto it = rule_ids_.find(r.name);
+    if (it != rule_ids_.end()) return it->second;
+    rules.push_back(r);
+    rule_used.push_back(false);
+    const int id = static_cast<int>(rules.size()) - 1;
+    rule_ids_.emplace(r.name, id);
+    return id;
+  }
+  int Mech(Mechanism m) { return Intern(RuleOfMechanism(m)); }
+  // Marks a rule used and makes it the one allocating from now on.
+  void Use(int rule) {
+    cur_rule_ = rule;
+    if (rule >= 0) rule_used[rule] = true;
+  }
+  // The rule of op i's outputs, saved tensors and gradients.
+  int OpRule(size_t i) {
+    return recomputing_ ? Mech(Mechanism::kCheckpointRecompute) : op_rule_[i];
+  }
+  // The rule of op i's workspaces.
+  int WorkspaceRule(size_t i) {
+    const OpDef* def = FindOp("", s_.ops[i].op_type);
+    if (def && def->cudnn_conv) return Mech(Mechanism::kConvWorkspace);
+    return OpRule(i);
+  }
+  int NewStorage(int64_t bytes, Category cat) {
+    Storage st;
+    st.bytes = bytes;
+    st.cat = cat;
+    st.first_cat = cat;
+    st.rule = cur_rule_;
+    storages.push_back(st);
+    return static_cast<int>(storages.size()) - 1;
+  }
+  void Step(Phase phase, const std::string& label) {
+    steps_phase.push_back(phase);
+    steps_label.push_back(label);
+  }
+  int CurStep() const { return static_cast<int>(steps_phase.size()) - 1; }
+  void Alloc(int st) {
+    Storage& s = storages[st];
+    s.live = true;
+    s.id = next_id_++;
+    events.push_back(MemEvent{s.id, s.bytes, true});
+    event_storage.push_back(st);
+    event_step.push_back(CurStep());
+    event_op.push_back(cur_op_);
+  }
+  void Free(int st) {
+    Storage& s = storages[st];
+    if (!s.live) return;
+    s.live = false;
+    events.push_back(MemEvent{s.id, 0, false});
+    event_storage.push_back(st);
+    event_step.push_back(CurStep());
+    event_op.push_back(cur_op_);
+  }
+  int AllocNew(int64_t bytes, Category cat) {
+    const int st = NewStorage(bytes, cat);
+    Alloc(st);
+    return st;
+  }
+  // Values without a storage (constants PyTorch keeps on the host) are
+  // skipped.
+  void Ref(int st) {
+    if (st >= 0) ++storages[st].refs;
+  }
+  void Unref(int st) {
+    if (st < 0) return;
+    if (--storages[st].refs <= 0) Free(st);
+  }
+  void Retag(int st, Category c) {
+    if (storages[st].cat == c) return;
+    storages[st].cat = c;
+    retags.emplace_back(events.size(), st, c);
+  }
+
+  void LoadModel();
+  void Iteration(bool first);
+  void Forward(bool grad_mode);
+  void Loss();
+  void Backward();
+  void OptimizerStep(bool first);
+  void ReleaseForward();
+  void AddGrad(int val, int grad_storage);
+  // The gradients of a grad_in_weight_pass op's weights: one allocation
+  // each, or one for all (flat_weight_grads).
+  void WeightPassGrads(const ExecOp& op, std::vector<std::pair<int, int>>* produced);
+  // The rule the loss and its backward allocate under.
+  int LossRule() {
+    if (o_.loss == Loss::kMse) return Mech(Mechanism::kMseLoss);
+    if (o_.loss == Loss::kCrossEntropy) {
+      const bool pixels = s_.logits >= 0 && s_.vals[s_.logits].shape.size() >= 4;
+      return Mech(pixels ? Mechanism::kCrossEntropyPixels : Mechanism::kCrossEntropy);
+    }
+    // No loss: a scalar of the output's op.
+    const int p = s_.logits >= 0 ? producer_[s_.logits] : -1;
+    return p >= 0 ? op_rule_[p] : -1;
+  }
+  int ValStorage(int v) const { return storage_of_val_[root_[v]]; }
+  bool IsGraphInput(int v) const {
+    for (int x : s_.inputs) {
+      if (x == v) return true;
+    }
+    return false;
+  }
+  // Runs `op`'s kernel: its outputs get storage (a view's base, the input it
+  // overwrites in place, or a new allocation), then its workspace comes and
+  // goes. `grad_mode`: outputs that backward keeps count as saved.
+  // `keep_at` >= 0: what the op keeps for backward is referenced as op
+  // `keep_at`'s (inside the call for saved_in_kernel ops, else after it).
+  void RunKernel(size_t i, bool grad_mode, bool input_dies_here, int keep_at);
+  // References what `op` keeps for backward (new tensors allocated).
+  void KeepSaved(const ExecOp& op, size_t i);
+  // The storage an in-place run of `op` writes into (its first input's, when
+  // the input dies with this op and nothing else holds it), else -1.
+  int InPlaceStorage(const ExecOp& op, bool input_dies_here) const {
+    if (o_.inplace != InPlace::kOn || !op.inplace_candidate || !input_dies_here) return -1;
+    const int v = op.in[0];
+    const Val& val = s_.vals[v];
+    if (root_[v] != v || val.is_param || val.is_buffer || val.held_until > last_use_[v] ||
+        IsGraphInput(v)) {
+      return -1;
+    }
+    const int st = storage_of_val_[v];
+    if (st < 0 || storages[st].refs != 1 || storages[st].bytes != s_.vals[op.out[0]].bytes) {
+      return -1;
+    }
+    return st;
+  }
+  int Root(int v) const { return root_[v]; }
+
+  const Schedule& s_;
+  const PlanOptions& o_;
+  int64_t next_id_ = 1;
+  int cur_op_ = -1;  // the op running now (events are attributed to it)
+  std::unordered_map<std::string, int> rule_ids_;
+  std::vector<int> op_rule_;  // per op
+  int cur_rule_ = -1;
+  bool recomputing_ = false;
+  std::vector<int> root_;
+  std::vector<int> storage_of_val_;  // by root val
+  std::vector<bool> saved_root_;
+  std::vector<int> last_use_;
+  std::vector<std::vector<int>> release_;  // per op: values that die after it
+  bool fwd_workspace_ = false;
+  bool bwd_workspace_ = false;
+  bool process_state_ = false;
+  // Per iteration.
+  std::vector<std::vector<int>> saved_storages_;  // per op: storages referenced
+  std::vector<int> held_;                         // weight-cache refs
+  std::unordered_map<int, int> grad_of_;          // val -> grad storage
+  std::vector<int> param_grad_;                   // by param index
+  std::vector<int> state_;                        // optimizer state storages
+  int logits_storage_ = -1;
+  std::vector<int> loss_storages_;
+  std::vector<int> loss_saved_;
+  // Checkpointed segments (torch.utils.checkpoint, non-reentrant).
+  std::vector<int> producer_;
+  std::vector<int> seg_first_, seg_last_;
+  std::vector<std::vector<int>> seg_inputs_;
+  std::vector<std::vector<int>> seg_held_;
+  std::vector<bool> recomputed_;
+
+ public:
+  int64_t recompute_flops = 0;
+
+ private:
+  void Recompute(int seg);
+  void ReleaseSegment(int seg);
+};
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_PLANNER_SIMULATOR_H_
