@@ -7,6 +7,7 @@
 
 #include "planner/layout.h"
 #include "planner/op_registry.h"
+#include "planner/ops/op_names.h"
 #include "planner/ops/op_util.h"
 
 namespace memplan {
@@ -26,18 +27,19 @@ int FindScoresMatMul(const Graph& g, int t, bool* scaled) {
     const int p = Producer(g, t);
     if (p < 0) return -1;
     const Node& n = g.nodes[p];
-    if (n.op_type == "MatMul") return p;
-    static const std::set<std::string> kOps = {"Add", "Sub", "Mul", "Div", "Where"};
-    if (!kOps.count(n.op_type)) return -1;
-    if (n.op_type == "Mul" || n.op_type == "Div") *scaled = true;
+    if (n.op_type == op_names::kMatMul) return p;
+    const OpDef* def = OpOf(n);
+    const ScoreEdit edit = def ? def->score_edit : ScoreEdit::kNone;
+    if (edit == ScoreEdit::kNone) return -1;
+    if (edit == ScoreEdit::kScale) *scaled = true;
     int next = -1;
-    for (size_t i = (n.op_type == "Where" ? 1 : 0); i < n.inputs.size(); ++i) {
+    for (size_t i = (edit == ScoreEdit::kSelect ? 1 : 0); i < n.inputs.size(); ++i) {
       const int in = n.inputs[i];
       if (in < 0 || g.tensors[in].has_values) continue;
       if (g.tensors[in].shape != g.tensors[t].shape) continue;
       const int pp = Producer(g, in);
       if (pp < 0) continue;
-      if (next < 0 || g.nodes[pp].op_type == "MatMul") next = in;
+      if (next < 0 || g.nodes[pp].op_type == op_names::kMatMul) next = in;
     }
     t = next;
   }
@@ -51,9 +53,11 @@ int FindValueMatMul(const Graph& g, int t, double* dropout, std::vector<int>* dr
     int next_node = -1;
     for (int c : g.tensors[t].consumers) {
       const Node& n = g.nodes[c];
-      if (n.op_type == "IsNaN") continue;
-      if (n.op_type == "MatMul" && n.inputs[0] == t) return c;
-      if (n.op_type == "Where" || n.op_type == "Dropout" || n.op_type == "Cast") {
+      if (n.op_type == op_names::kIsNaN) continue;
+      if (n.op_type == op_names::kMatMul && n.inputs[0] == t) return c;
+      // A NaN guard's Where, dropout, a cast pass the probabilities on.
+      const OpDef* def = OpOf(n);
+      if (def && (def->score_edit == ScoreEdit::kSelect || def->eval_identity || IsCast(*def))) {
         if (next_node >= 0 && next_node != c) return -1;
         next_node = c;
       } else {
@@ -62,7 +66,7 @@ int FindValueMatMul(const Graph& g, int t, double* dropout, std::vector<int>* dr
     }
     if (next_node < 0) return -1;
     const Node& n = g.nodes[next_node];
-    if (n.op_type == "Dropout") {
+    if (n.op_type == op_names::kDropout) {
       dropout_nodes->push_back(next_node);
       double ratio = 0.5;
       if (n.inputs.size() > 1 && n.inputs[1] >= 0) {
@@ -97,11 +101,13 @@ int OriginOf(const Graph& g, int t, bool allow_layout, const std::vector<int64_t
     const int p = Producer(g, t);
     if (p < 0) break;
     const Node& n = g.nodes[p];
-    if ((n.op_type == "Mul" || n.op_type == "Div") && n.inputs.size() == 2 && n.inputs[1] >= 0 &&
+    const OpDef* def = OpOf(n);
+    if (def == nullptr) break;
+    if (def->score_edit == ScoreEdit::kScale && n.inputs.size() == 2 && n.inputs[1] >= 0 &&
         IsScalar(g.tensors[n.inputs[1]])) {
       *scaled = true;
       t = n.inputs[0];
-    } else if (allow_layout && (n.op_type == "Transpose" || n.op_type == "Reshape")) {
+    } else if (allow_layout && (IsTransposeView(*def) || IsReshapeView(*def))) {
       t = n.inputs[0];
     } else {
       break;
@@ -259,9 +265,10 @@ std::vector<int64_t> RuntimeStridesOf(const Graph& g, int t, int depth,
   const Node& n = g.nodes[x.producer];
   std::vector<int64_t> st = dense;
   const int in = n.inputs.empty() ? -1 : n.inputs[0];
-  if (in >= 0 && g.tensors[in].shape_known && n.domain.empty()) {
+  const OpDef* def = n.domain.empty() ? OpOf(n) : nullptr;
+  if (in >= 0 && g.tensors[in].shape_known && def != nullptr) {
     const std::vector<int64_t>& ishape = g.tensors[in].shape;
-    if (n.op_type == "Transpose") {
+    if (IsTransposeView(*def)) {
       const std::vector<int64_t> is = RuntimeStridesOf(g, in, depth + 1, memo);
       std::vector<int64_t> perm = n.GetInts("perm");
       if (perm.empty()) {
@@ -270,12 +277,11 @@ std::vector<int64_t> RuntimeStridesOf(const Graph& g, int t, int depth,
       if (perm.size() == is.size() && perm.size() == x.shape.size()) {
         for (size_t i = 0; i < perm.size(); ++i) st[i] = is[perm[i]];
       }
-    } else if (n.op_type == "Reshape" || n.op_type == "Unsqueeze" || n.op_type == "Squeeze" ||
-               n.op_type == "Flatten" || n.op_type == "Identity") {
+    } else if (IsReshapeView(*def)) {
       const std::vector<int64_t> is = RuntimeStridesOf(g, in, depth + 1, memo);
       std::vector<int64_t> v;
       if (ViewAs(ishape, is, x.shape, &v)) st = v;
-    } else if (n.op_type == "Expand") {
+    } else if (IsExpandView(*def)) {
       const std::vector<int64_t> is = RuntimeStridesOf(g, in, depth + 1, memo);
       const size_t off = x.shape.size() - std::min(x.shape.size(), ishape.size());
       for (size_t i = 0; i < x.shape.size(); ++i) {
@@ -318,12 +324,12 @@ bool DependsOnShapesOnly(const Graph& g, int t, bool* triangular) {
     const Tensor& tx = g.tensors[x];
     if (tx.producer >= 0) {
       const Node& c = g.nodes[tx.producer];
-      static const std::set<std::string> kCompare = {"Less", "LessOrEqual", "Greater",
-                                                     "GreaterOrEqual", "Trilu"};
+      const OpDef* def = OpOf(c);
+      const MaskMaker maker = def ? def->mask_maker : MaskMaker::kNone;
       // Causal: a comparison of two position vectors broadcast against each
       // other (row index against column index), or a triangle (Trilu).
-      if (triangular && c.op_type == "Trilu") *triangular = true;
-      if (triangular && kCompare.count(c.op_type) && c.inputs.size() == 2 && c.inputs[0] >= 0 &&
+      if (triangular && maker == MaskMaker::kTriangle) *triangular = true;
+      if (triangular && maker != MaskMaker::kNone && c.inputs.size() == 2 && c.inputs[0] >= 0 &&
           c.inputs[1] >= 0) {
         const Tensor& a = g.tensors[c.inputs[0]];
         const Tensor& b = g.tensors[c.inputs[1]];
@@ -343,7 +349,8 @@ bool DependsOnShapesOnly(const Graph& g, int t, bool* triangular) {
     }
     if (tx.producer < 0) return false;
     const Node& n = g.nodes[tx.producer];
-    if (n.op_type == "Shape" || n.op_type == "Size") continue;  // reads no data
+    const OpDef* def = OpOf(n);
+    if (def && def->reads_dims_only) continue;  // reads no data
     if (!n.domain.empty() || !n.subgraphs.empty()) return false;
     for (int in : n.inputs) stack.push_back(in);
   }
@@ -359,12 +366,13 @@ int UnrepeatedHeads(const Graph& g, int t) {
     const int p = Producer(g, x);
     if (p < 0) return -1;
     const Node& n = g.nodes[p];
-    if (n.op_type == "Reshape" && !reshaped) {
+    // repeat_kv: Unsqueeze -> Expand -> Reshape (read backwards).
+    if (n.op_type == op_names::kReshape && !reshaped) {
       reshaped = true;
-    } else if (n.op_type == "Identity") {
-    } else if (n.op_type == "Expand" && reshaped && !expanded) {
+    } else if (n.op_type == op_names::kIdentity) {
+    } else if (n.op_type == op_names::kExpand && reshaped && !expanded) {
       expanded = true;
-    } else if (n.op_type == "Unsqueeze" && expanded) {
+    } else if (n.op_type == op_names::kUnsqueeze && expanded) {
       const int src = n.inputs.empty() ? -1 : n.inputs[0];
       if (src < 0) return -1;
       const std::vector<int64_t>& in = g.tensors[src].shape;
@@ -386,7 +394,7 @@ std::vector<AttentionRegion> FindAttentionRegions(const Graph& g) {
   std::vector<AttentionRegion> out;
   std::set<int> used;
   for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) {
-    if (g.nodes[i].op_type != "Softmax" || !g.nodes[i].domain.empty()) continue;
+    if (g.nodes[i].op_type != op_names::kSoftmax || !g.nodes[i].domain.empty()) continue;
     AttentionRegion r;
     if (!TryRegion(g, i, &r)) continue;
     bool overlap = false;

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 #include <string>
 
 #include "planner/op_registry.h"
+#include "planner/ops/op_names.h"
 #include "planner/ops/op_util.h"
 
 namespace memplan {
@@ -56,15 +56,15 @@ bool TryGelu(const Graph& g, int erf, FusedRegion* r) {
   const Node& s = g.nodes[sp];
   double c = 0;
   if (s.inputs.size() != 2 || !ConstantInput(g, sp, 1, &c)) return false;
-  if (!((s.op_type == "Div" && Near(c, std::sqrt(2.0))) ||
-        (s.op_type == "Mul" && Near(c, 1.0 / std::sqrt(2.0))))) {
+  if (!((s.op_type == op_names::kDiv && Near(c, std::sqrt(2.0))) ||
+        (s.op_type == op_names::kMul && Near(c, 1.0 / std::sqrt(2.0))))) {
     return false;
   }
   const int x = s.inputs[0];
   if (OnlyConsumer(g, scaled) != erf) return false;
   // 1 + erf(.)
   const int add = OnlyConsumer(g, e.outputs[0]);
-  if (add < 0 || g.nodes[add].op_type != "Add") return false;
+  if (add < 0 || g.nodes[add].op_type != op_names::kAdd) return false;
   double one = 0;
   if (!ConstantInput(g, add, OtherSlot(g.nodes[add], e.outputs[0]), &one) || !Near(one, 1.0)) {
     return false;
@@ -72,14 +72,14 @@ bool TryGelu(const Graph& g, int erf, FusedRegion* r) {
   const int a = g.nodes[add].outputs[0];
   // x * (1 + erf) * 0.5, in either association.
   const int m1 = OnlyConsumer(g, a);
-  if (m1 < 0 || g.nodes[m1].op_type != "Mul") return false;
+  if (m1 < 0 || g.nodes[m1].op_type != op_names::kMul) return false;
   const int other = OtherInput(g.nodes[m1], a);
   std::vector<int> nodes = {sp, erf, add, m1};
   int out = -1;
   if (other == x) {
     const int m2 = OnlyConsumer(g, g.nodes[m1].outputs[0]);
     double half = 0;
-    if (m2 < 0 || g.nodes[m2].op_type != "Mul" ||
+    if (m2 < 0 || g.nodes[m2].op_type != op_names::kMul ||
         !ConstantInput(g, m2, OtherSlot(g.nodes[m2], g.nodes[m1].outputs[0]), &half) ||
         !Near(half, 0.5)) {
       return false;
@@ -90,7 +90,7 @@ bool TryGelu(const Graph& g, int erf, FusedRegion* r) {
     // (x * 0.5) * (1 + erf)
     const int hp = other >= 0 ? g.tensors[other].producer : -1;
     double half = 0;
-    if (hp < 0 || g.nodes[hp].op_type != "Mul" || OnlyConsumer(g, other) != m1 ||
+    if (hp < 0 || g.nodes[hp].op_type != op_names::kMul || OnlyConsumer(g, other) != m1 ||
         g.nodes[hp].inputs.size() != 2 || g.nodes[hp].inputs[0] != x ||
         !ConstantInput(g, hp, 1, &half) || !Near(half, 0.5)) {
       return false;
@@ -98,7 +98,7 @@ bool TryGelu(const Graph& g, int erf, FusedRegion* r) {
     nodes.push_back(hp);
     out = g.nodes[m1].outputs[0];
   }
-  r->op_type = "Gelu";
+  r->op_type = op_names::kGelu;
   r->nodes = nodes;
   r->last_node = g.tensors[out].producer;
   r->input = x;
@@ -115,11 +115,11 @@ bool TrySilu(const Graph& g, int sig, FusedRegion* r) {
   }
   const int x = s.inputs[0];
   const int m = OnlyConsumer(g, s.outputs[0]);
-  if (m < 0 || g.nodes[m].op_type != "Mul" || !g.nodes[m].domain.empty() ||
+  if (m < 0 || g.nodes[m].op_type != op_names::kMul || !g.nodes[m].domain.empty() ||
       OtherInput(g.nodes[m], s.outputs[0]) != x || g.nodes[m].outputs.empty()) {
     return false;
   }
-  r->op_type = "Swish";
+  r->op_type = op_names::kSwish;
   r->nodes = {sig, m};
   r->last_node = m;
   r->input = x;
@@ -130,14 +130,13 @@ bool TrySilu(const Graph& g, int sig, FusedRegion* r) {
 // The initializer that tensor t is a view or cast of (Unsqueeze, CastLike,
 // ...), collecting the nodes on the way; -1 when t is not one.
 int ParameterBehind(const Graph& g, int t, std::vector<int>* chain) {
-  static const std::set<std::string> kThrough = {"Unsqueeze", "Reshape", "Squeeze",
-                                                 "Identity",  "Cast",    "CastLike"};
   while (t >= 0) {
     const Tensor& tt = g.tensors[t];
     if (tt.kind == TensorKind::kInitializer) return t;
     const int p = tt.producer;
-    if (p < 0 || !g.nodes[p].domain.empty() || !kThrough.count(g.nodes[p].op_type) ||
-        g.nodes[p].inputs.empty() || OnlyConsumer(g, t) < 0) {
+    const OpDef* def = p >= 0 && g.nodes[p].domain.empty() ? OpOf(g.nodes[p]) : nullptr;
+    if (def == nullptr || !(IsReshapeView(*def) || IsCast(*def)) || g.nodes[p].inputs.empty() ||
+        OnlyConsumer(g, t) < 0) {
       return -1;
     }
     chain->push_back(p);
@@ -149,14 +148,12 @@ int ParameterBehind(const Graph& g, int t, std::vector<int>* chain) {
 // The nodes that make constant t (Constant, Expand, CastLike chains) when
 // nothing else reads them.
 void ConstantMakers(const Graph& g, int t, std::vector<int>* nodes) {
-  static const std::set<std::string> kMakers = {"Constant", "Expand",   "CastLike",
-                                                "Cast",     "Identity", "Reshape"};
   while (t >= 0) {
     const int p = g.tensors[t].producer;
-    if (p < 0 || !g.nodes[p].domain.empty() || !kMakers.count(g.nodes[p].op_type) ||
-        OnlyConsumer(g, t) < 0) {
-      return;
-    }
+    const OpDef* def = p >= 0 && g.nodes[p].domain.empty() ? OpOf(g.nodes[p]) : nullptr;
+    const bool maker = def != nullptr && (def->fills_constant || IsExpandView(*def) ||
+                                          IsReshapeView(*def) || IsCast(*def));
+    if (!maker || OnlyConsumer(g, t) < 0) return;
     nodes->push_back(p);
     t = g.nodes[p].inputs.empty() ? -1 : g.nodes[p].inputs[0];
   }
@@ -172,8 +169,8 @@ int DataConsumer(const Graph& g, int t, std::vector<int>* dtype_readers) {
   int only = -1;
   for (int c : g.tensors[t].consumers) {
     const Node& n = g.nodes[c];
-    if (n.op_type == "CastLike" && n.domain.empty() && n.inputs.size() == 2 && n.inputs[1] == t &&
-        n.inputs[0] != t) {
+    if (n.op_type == op_names::kCastLike && n.domain.empty() && n.inputs.size() == 2 &&
+        n.inputs[1] == t && n.inputs[0] != t) {
       dtype_readers->push_back(c);
       continue;
     }
@@ -203,7 +200,7 @@ bool TryGroupNorm(const Graph& g, int inorm, FusedRegion* r) {
   }
   const int folded = n.inputs[0];
   const int rp = g.tensors[folded].producer;
-  if (rp < 0 || g.nodes[rp].op_type != "Reshape" || !g.nodes[rp].domain.empty() ||
+  if (rp < 0 || g.nodes[rp].op_type != op_names::kReshape || !g.nodes[rp].domain.empty() ||
       g.nodes[rp].inputs.empty() || g.nodes[rp].inputs[0] < 0 || OnlyConsumer(g, folded) != inorm) {
     return false;
   }
@@ -220,7 +217,7 @@ bool TryGroupNorm(const Graph& g, int inorm, FusedRegion* r) {
   }
   const int normed = n.outputs[0];
   const int back = OnlyConsumer(g, normed);
-  if (back < 0 || g.nodes[back].op_type != "Reshape" || !g.nodes[back].domain.empty() ||
+  if (back < 0 || g.nodes[back].op_type != op_names::kReshape || !g.nodes[back].domain.empty() ||
       g.nodes[back].outputs.empty() || g.nodes[back].outputs[0] < 0 ||
       g.tensors[g.nodes[back].outputs[0]].shape != xs) {
     return false;
@@ -234,15 +231,16 @@ bool TryGroupNorm(const Graph& g, int inorm, FusedRegion* r) {
   // The affine part: * weight [C, 1, ...] + bias [C, 1, ...].
   std::vector<int> dtype_readers;
   const int mul = DataConsumer(g, out, &dtype_readers);
-  if (mul >= 0 && g.nodes[mul].op_type == "Mul" && g.nodes[mul].domain.empty() &&
+  if (mul >= 0 && g.nodes[mul].op_type == op_names::kMul && g.nodes[mul].domain.empty() &&
       !g.nodes[mul].outputs.empty() && g.nodes[mul].outputs[0] >= 0) {
     std::vector<int> wchain;
     const int w = ParameterBehind(g, OtherInput(g.nodes[mul], out), &wchain);
     const int prod = g.nodes[mul].outputs[0];
     const int add = DataConsumer(g, prod, &dtype_readers);
     std::vector<int> bchain;
-    const int b = add >= 0 && g.nodes[add].op_type == "Add" && g.nodes[add].domain.empty() &&
-                          !g.nodes[add].outputs.empty() && g.nodes[add].outputs[0] >= 0
+    const int b = add >= 0 && g.nodes[add].op_type == op_names::kAdd &&
+                          g.nodes[add].domain.empty() && !g.nodes[add].outputs.empty() &&
+                          g.nodes[add].outputs[0] >= 0
                       ? ParameterBehind(g, OtherInput(g.nodes[add], prod), &bchain)
                       : -1;
     // Whatever reads the inner tensors for their dtype must be a cast of the
@@ -264,7 +262,7 @@ bool TryGroupNorm(const Graph& g, int inorm, FusedRegion* r) {
       out = g.nodes[add].outputs[0];
     }
   }
-  r->op_type = "GroupNormalization";
+  r->op_type = op_names::kGroupNormalization;
   r->nodes = nodes;
   r->last_node = g.tensors[out].producer;
   r->input = x;
@@ -282,9 +280,9 @@ std::vector<FusedRegion> FindFusedRegions(const Graph& g) {
   for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) {
     if (!g.nodes[i].domain.empty()) continue;
     FusedRegion r;
-    if (g.nodes[i].op_type == "Erf" && TryGelu(g, i, &r)) out.push_back(std::move(r));
-    if (g.nodes[i].op_type == "Sigmoid" && TrySilu(g, i, &r)) out.push_back(std::move(r));
-    if (g.nodes[i].op_type == "InstanceNormalization" && TryGroupNorm(g, i, &r)) {
+    if (g.nodes[i].op_type == op_names::kErf && TryGelu(g, i, &r)) out.push_back(std::move(r));
+    if (g.nodes[i].op_type == op_names::kSigmoid && TrySilu(g, i, &r)) out.push_back(std::move(r));
+    if (g.nodes[i].op_type == op_names::kInstanceNormalization && TryGroupNorm(g, i, &r)) {
       out.push_back(std::move(r));
     }
   }
@@ -302,32 +300,33 @@ RmsNormOps FindRmsNormOps(const Graph& g) {
   };
   for (int ni = 0; ni < static_cast<int>(g.nodes.size()); ++ni) {
     const Node& p = g.nodes[ni];
-    if (p.op_type != "Pow" || !p.domain.empty() || p.inputs.size() != 2 || p.outputs.empty()) {
+    if (p.op_type != op_names::kPow || !p.domain.empty() || p.inputs.size() != 2 ||
+        p.outputs.empty()) {
       continue;
     }
     ShapeContext ctx(const_cast<Graph*>(&g), ni);
     double e = 0.0;
     if (!InputConstantFloat(ctx, 1, &e) || e != 2.0) continue;
-    int c = only(p.outputs[0], "ReduceMean");
+    int c = only(p.outputs[0], op_names::kReduceMean);
     if (c < 0) continue;
     int t = g.nodes[c].outputs[0];
-    const int add = only(t, "Add");
+    const int add = only(t, op_names::kAdd);
     if (add >= 0) t = g.nodes[add].outputs[0];
     int r = -1;
-    const int sq = only(t, "Sqrt");
+    const int sq = only(t, op_names::kSqrt);
     if (sq >= 0) {
-      const int rc = only(g.nodes[sq].outputs[0], "Reciprocal");
+      const int rc = only(g.nodes[sq].outputs[0], op_names::kReciprocal);
       if (rc >= 0) r = g.nodes[rc].outputs[0];
     } else {
-      const int rs = only(t, "Rsqrt");
+      const int rs = only(t, op_names::kRsqrt);
       if (rs >= 0) r = g.nodes[rs].outputs[0];
     }
     if (r < 0) continue;
     bool any = false;
     for (int m : g.tensors[r].consumers) {
-      if (g.nodes[m].op_type != "Mul") continue;
+      if (g.nodes[m].op_type != op_names::kMul) continue;
       for (int w : g.tensors[g.nodes[m].outputs[0]].consumers) {
-        if (g.nodes[w].op_type == "Mul") {
+        if (g.nodes[w].op_type == op_names::kMul) {
           found.weight_muls.insert(w);
           any = true;
         }

@@ -119,6 +119,22 @@ enum class ValidationKernel { kNone, kGemm, kConv };
 /// How a weight's values pass through a rearranging op.
 enum class WeightRearrange : uint8_t { kNone, kInput0, kAllInputs };
 
+/// How an elementwise op may edit attention scores between the scores matmul
+/// and the softmax (planner/attention.cc).
+enum class ScoreEdit {
+  kNone,
+  kShift,   ///< A mask or bias added (Add, Sub).
+  kScale,   ///< Scaled by 1/sqrt(d) (Mul, Div).
+  kSelect,  ///< Masked by a condition at input 0 (Where).
+};
+
+/// How an op builds a causal mask from positions (planner/attention.cc).
+enum class MaskMaker {
+  kNone,
+  kComparison,  ///< Row index against column index (Less, Greater, ...).
+  kTriangle,    ///< A triangle of a matrix (Trilu).
+};
+
 /// Everything memplan knows about one op, kept in one place: the schedule,
 /// the parameter classifier and the simulation read these fields and never
 /// the op's name. registry_test checks every entry.
@@ -175,6 +191,16 @@ struct OpDef {
   /// (reshape, transpose, cast: a weight stays a weight through it).
   bool passes_weight = false;
   ValidationKernel kernel = ValidationKernel::kNone;
+  /// Attention patterns: how it may edit the scores, build a causal mask.
+  ScoreEdit score_edit = ScoreEdit::kNone;
+  MaskMaker mask_maker = MaskMaker::kNone;
+  /// Reads only its input's dims, never its data (Shape, Size).
+  bool reads_dims_only = false;
+  /// Makes a tensor from its attributes or a shape, without a data input
+  /// (Constant, ConstantOfShape).
+  bool fills_constant = false;
+  /// A recurrent layer cuDNN runs as one call (nn.LSTM, nn.GRU, nn.RNN).
+  bool recurrent = false;
   /// Its PyTorch CUDA kernel indexes in 32 bits: it fails (an error or an
   /// illegal memory access) on tensors of kInt32IndexElements or more.
   bool int32_indexing = false;
@@ -198,6 +224,27 @@ inline bool HasSlot(uint32_t mask, int slot) {
 
 /// The op for (domain, op_type), or nullptr. "" and "ai.onnx" are the same.
 const OpDef* FindOp(const std::string& domain, const std::string& op_type);
+
+/// The op a node runs, or nullptr when it is not registered.
+inline const OpDef* OpOf(const Node& n) { return FindOp(n.domain, n.op_type); }
+
+/// A view whose output holds input 0's values in their order, reshaped
+/// (reshape, flatten, squeeze, unsqueeze, identity).
+inline bool IsReshapeView(const OpDef& d) {
+  return d.alias == Alias::kView && (d.view == ViewRule::kReshape || d.view == ViewRule::kSame);
+}
+/// A view that permutes input 0's dims (transpose).
+inline bool IsTransposeView(const OpDef& d) {
+  return d.alias == Alias::kView && d.view == ViewRule::kTranspose;
+}
+/// A view that broadcasts input 0 (expand).
+inline bool IsExpandView(const OpDef& d) {
+  return d.alias == Alias::kView && d.view == ViewRule::kExpand;
+}
+/// Changes only the dtype of input 0 (Cast, CastLike).
+inline bool IsCast(const OpDef& d) {
+  return d.output_dtype == OutputDType::kCastTarget || d.output_dtype == OutputDType::kLikeInput1;
+}
 
 /// Every registered op: "domain::op" (or "op" for the default domain) -> def.
 const std::unordered_map<std::string, OpDef>& AllOps();

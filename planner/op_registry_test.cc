@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "planner/ops/op_names.h"
+
 #include <string>
 
 namespace memplan {
@@ -14,6 +16,7 @@ TEST(OpRegistry, EveryEntryIsCompleteAndConsistent) {
   const auto& ops = AllOps();
   ASSERT_GT(ops.size(), 100u);
   int views = 0, cublas = 0, contiguous = 0, weights = 0, promoting = 0, inplace = 0;
+  int edits = 0, masks = 0, dims_only = 0, recurrent = 0;
   for (const auto& [name, d] : ops) {
     SCOPED_TRACE(name);
     EXPECT_NE(d.shape, nullptr) << "every op has a shape function";
@@ -84,6 +87,26 @@ TEST(OpRegistry, EveryEntryIsCompleteAndConsistent) {
     if (d.makes_indices) {
       EXPECT_NE(d.saves, nullptr) << "indices are what backward keeps";
     }
+    // Pattern facts (attention.cc, fusion.cc, rnn.cc).
+    if (d.score_edit != ScoreEdit::kNone) {
+      EXPECT_EQ(d.output_dtype, OutputDType::kPromote) << "score edits are elementwise";
+      EXPECT_TRUE(d.tensor_iterator);
+    }
+    if (d.mask_maker == MaskMaker::kComparison) {
+      EXPECT_FALSE(d.differentiable) << "a comparison makes a bool mask";
+    }
+    if (d.reads_dims_only || d.fills_constant) {
+      EXPECT_FALSE(d.differentiable);
+      EXPECT_EQ(d.alias, Alias::kNone);
+    }
+    if (d.recurrent) {
+      EXPECT_TRUE(d.uses_cublas);
+      EXPECT_TRUE(d.contiguous_input0);
+    }
+    edits += d.score_edit != ScoreEdit::kNone;
+    masks += d.mask_maker != MaskMaker::kNone;
+    dims_only += d.reads_dims_only;
+    recurrent += d.recurrent;
     cublas += d.uses_cublas;
     contiguous += d.contiguous_input0;
     weights += d.weight_inputs != 0;
@@ -96,6 +119,44 @@ TEST(OpRegistry, EveryEntryIsCompleteAndConsistent) {
   EXPECT_GE(weights, 15);
   EXPECT_GE(promoting, 10);
   EXPECT_GE(inplace, 6);
+  EXPECT_EQ(edits, 5);      // Add, Sub, Mul, Div, Where
+  EXPECT_EQ(masks, 5);      // Less, LessOrEqual, Greater, GreaterOrEqual, Trilu
+  EXPECT_EQ(dims_only, 2);  // Shape, Size
+  EXPECT_EQ(recurrent, 3);  // LSTM, GRU, RNN
+}
+
+// The view and cast families the pattern matchers walk through, from OpDef.
+TEST(OpRegistry, ViewAndCastFamilies) {
+  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) {
+    EXPECT_TRUE(IsReshapeView(*FindOp("", op))) << op;
+    EXPECT_FALSE(IsTransposeView(*FindOp("", op))) << op;
+  }
+  EXPECT_TRUE(IsTransposeView(*FindOp("", "Transpose")));
+  EXPECT_TRUE(IsExpandView(*FindOp("", "Expand")));
+  EXPECT_FALSE(IsReshapeView(*FindOp("", "Expand")));
+  // Dropout is a view only in inference: not a reshape for the patterns.
+  EXPECT_FALSE(IsReshapeView(*FindOp("", "Dropout")));
+  EXPECT_FALSE(IsReshapeView(*FindOp("", "Slice")));
+  for (const char* op : {"Cast", "CastLike"}) EXPECT_TRUE(IsCast(*FindOp("", op))) << op;
+  EXPECT_FALSE(IsCast(*FindOp("", "Relu")));
+  EXPECT_EQ(FindOp("", "Mul")->score_edit, ScoreEdit::kScale);
+  EXPECT_EQ(FindOp("", "Where")->score_edit, ScoreEdit::kSelect);
+  EXPECT_EQ(FindOp("", "Trilu")->mask_maker, MaskMaker::kTriangle);
+  EXPECT_TRUE(FindOp("", "ConstantOfShape")->fills_constant);
+}
+
+// Every name in op_names.h is a registered op (a typo would match nothing).
+TEST(OpRegistry, OpNamesAreRegistered) {
+  for (const char* op :
+       {op_names::kAdd, op_names::kCast, op_names::kCastLike, op_names::kDiv, op_names::kDropout,
+        op_names::kErf, op_names::kExpand, op_names::kGRU, op_names::kGelu,
+        op_names::kGroupNormalization, op_names::kIdentity, op_names::kInstanceNormalization,
+        op_names::kIsNaN, op_names::kLSTM, op_names::kMatMul, op_names::kMul, op_names::kPow,
+        op_names::kReciprocal, op_names::kReduceMean, op_names::kReshape, op_names::kSigmoid,
+        op_names::kSoftmax, op_names::kSqrt, op_names::kSwish, op_names::kTile,
+        op_names::kTranspose, op_names::kUnsqueeze}) {
+    EXPECT_NE(FindOp("", op), nullptr) << op;
+  }
 }
 
 TEST(OpRegistry, InputBits) {

@@ -1,43 +1,50 @@
 #include "planner/rnn.h"
 
 #include <algorithm>
-#include <set>
 #include <unordered_set>
 
 #include "planner/checked.h"
+#include "planner/op_registry.h"
+#include "planner/ops/op_names.h"
 
 namespace memplan {
 namespace {
 
+// The op of a default-domain node, or nullptr.
+const OpDef* DefaultOp(const Node& n) { return n.domain.empty() ? OpOf(n) : nullptr; }
+
 bool IsRecurrent(const Node& n) {
-  return n.domain.empty() && (n.op_type == "LSTM" || n.op_type == "GRU" || n.op_type == "RNN");
+  const OpDef* def = DefaultOp(n);
+  return def != nullptr && def->recurrent;
 }
 
 // Ops between two layers of one module: the [T, dirs, B, H] -> [T, B, dirs*H]
-// reshuffle and the between-layer dropout.
+// reshuffle (transposes and reshapes) and the between-layer dropout.
 bool IsBetweenLayers(const Node& n) {
-  static const std::set<std::string> kOps = {"Transpose", "Reshape", "Squeeze",
-                                             "Identity",  "Dropout", "Flatten"};
-  return n.domain.empty() && kOps.count(n.op_type) != 0;
+  const OpDef* def = DefaultOp(n);
+  return def != nullptr && (IsTransposeView(*def) || IsReshapeView(*def) || def->eval_identity);
 }
 
-// Ops that rearrange weights or initial states on their way to the node.
+// Ops that rearrange weights or initial states on their way to the node
+// (gate reordering by slices and concatenations, reshapes, transposes, casts).
 bool IsRearranging(const Node& n) {
-  static const std::set<std::string> kOps = {"Slice",     "Split",     "Concat",
-                                             "Unsqueeze", "Squeeze",   "Reshape",
-                                             "Identity",  "Transpose", "Cast"};
-  return n.domain.empty() && kOps.count(n.op_type) != 0;
+  const OpDef* def = DefaultOp(n);
+  return def != nullptr && (def->rearranges_weight != WeightRearrange::kNone ||
+                            IsReshapeView(*def) || IsTransposeView(*def) || IsCast(*def));
 }
 
-// The data inputs of a rearranging op (every input of Concat, else input 0).
+// The data inputs of a rearranging op (every input of a concatenation, else
+// input 0).
 std::vector<int> DataInputs(const Node& n) {
-  if (n.op_type == "Concat") return n.inputs;
+  const OpDef* def = DefaultOp(n);
+  if (def != nullptr && def->rearranges_weight == WeightRearrange::kAllInputs) return n.inputs;
   return n.inputs.empty() ? std::vector<int>{} : std::vector<int>{n.inputs[0]};
 }
 
 // Shape and Size read only a tensor's dims (the exporter's shape math).
 bool ReadsDimsOnly(const Node& n) {
-  return n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size");
+  const OpDef* def = DefaultOp(n);
+  return def != nullptr && def->reads_dims_only;
 }
 
 // The only consumer node of `t` that reads its data, or -1 (several, none).
@@ -131,7 +138,7 @@ std::vector<RnnRegion> FindRnnRegions(const Graph& g) {
       const int next = NextLayer(g, g.nodes[r.layers.back()], &between);
       if (next < 0 || taken[next] || g.nodes[next].inputs.size() < 3) break;
       for (int b : between) {
-        if (g.nodes[b].op_type == "Dropout") r.dropout = true;
+        if (g.nodes[b].op_type == op_names::kDropout) r.dropout = true;
       }
       between_all.insert(between_all.end(), between.begin(), between.end());
       r.layers.push_back(next);
@@ -168,8 +175,8 @@ std::vector<RnnRegion> FindRnnRegions(const Graph& g) {
       const int p = st.producer;
       const bool constant =
           st.has_values || st.kind == TensorKind::kInitializer ||
-          (p >= 0 && (g.nodes[p].op_type == "Expand" || g.nodes[p].op_type == "ConstantOfShape" ||
-                      g.nodes[p].op_type == "Constant"));
+          (p >= 0 && DefaultOp(g.nodes[p]) != nullptr &&
+           (IsExpandView(*DefaultOp(g.nodes[p])) || DefaultOp(g.nodes[p])->fills_constant));
       if (!constant && std::find(r.states.begin(), r.states.end(), t) == r.states.end()) {
         r.states.push_back(t);
       }
@@ -203,8 +210,8 @@ int64_t ElemBytes(DType t) {
 
 // Values per hidden unit per step that a layer leaves in the reserve space.
 int64_t ReservePerUnit(const std::string& mode) {
-  if (mode == "LSTM") return 6;
-  if (mode == "GRU") return 7;
+  if (mode == op_names::kLSTM) return 6;
+  if (mode == op_names::kGRU) return 7;
   return 2;
 }
 
@@ -244,11 +251,11 @@ struct WorkspaceFit {
 };
 
 WorkspaceFit FitOf(const std::string& mode, bool train) {
-  if (mode == "LSTM") {
+  if (mode == op_names::kLSTM) {
     return train ? WorkspaceFit{1.74e7, 0.2172, 1.539, 2.135, 35.39}
                  : WorkspaceFit{1.686e7, 0.205, 0.8475, 2.508, 41.02};
   }
-  if (mode == "GRU") {
+  if (mode == op_names::kGRU) {
     return train ? WorkspaceFit{2.244e7, 0.5487, 1.749, -1.133, 77.55}
                  : WorkspaceFit{2.002e7, 0.4108, 0.7554, 0.602, 72.15};
   }
@@ -257,7 +264,7 @@ WorkspaceFit FitOf(const std::string& mode, bool train) {
 }
 
 int64_t RnnWeightBytes(const RnnCall& c) {
-  const int64_t gates = c.mode == "LSTM" ? 4 : (c.mode == "GRU" ? 3 : 1);
+  const int64_t gates = c.mode == op_names::kLSTM ? 4 : (c.mode == op_names::kGRU ? 3 : 1);
   const int64_t first = SatProduct({gates, c.hidden, SatAdd(SatAdd(c.input, c.hidden), 2), c.dirs});
   const int64_t later =
       SatProduct({c.layers - 1, gates, c.hidden,
@@ -268,7 +275,7 @@ int64_t RnnWeightBytes(const RnnCall& c) {
 }  // namespace
 
 int64_t RnnWorkspaceBytes(const RnnCall& c, bool train) {
-  const int64_t gates = c.mode == "LSTM" ? 4 : (c.mode == "GRU" ? 3 : 1);
+  const int64_t gates = c.mode == op_names::kLSTM ? 4 : (c.mode == op_names::kGRU ? 3 : 1);
   const double e = static_cast<double>(ElemBytes(c.dtype));
   const double T = static_cast<double>(c.seq);
   const double B = static_cast<double>(c.batch);

@@ -493,6 +493,14 @@ void RegisterElementwiseOps(OpTable* t) {
     t->Mutable(op)->combines_weight = true;
   }
   t->Mutable("PRelu")->weight_inputs = InputBits(1, 1);
+  // What attention's scores go through between the two matmuls (masks,
+  // scaling) and what makes a causal mask.
+  for (const char* op : {"Add", "Sub"}) t->Mutable(op)->score_edit = ScoreEdit::kShift;
+  for (const char* op : {"Mul", "Div"}) t->Mutable(op)->score_edit = ScoreEdit::kScale;
+  t->Mutable("Where")->score_edit = ScoreEdit::kSelect;
+  for (const char* op : {"Less", "LessOrEqual", "Greater", "GreaterOrEqual"}) {
+    t->Mutable(op)->mask_maker = MaskMaker::kComparison;
+  }
   // Activations model code often runs in place (torchvision: ReLU(inplace=True)).
   for (const char* op : {"Relu", "Clip", "LeakyRelu", "HardSwish", "HardSigmoid", "Swish"}) {
     t->Mutable(op)->inplace = InPlaceUse::kActivation;

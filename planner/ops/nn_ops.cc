@@ -1449,6 +1449,7 @@ void RegisterNnOps(OpTable* t) {
   t->Mutable("MaxPool")->makes_indices = true;
   for (const char* op : {"LSTM", "GRU", "RNN"}) {
     OpDef* d = t->Mutable(op);
+    d->recurrent = true;
     d->contiguous_input0 = true;
     d->weight_inputs = InputBits(1, 3);
   }

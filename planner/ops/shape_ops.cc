@@ -1344,10 +1344,12 @@ void Viewing(OpDef& d, ViewRule rule, GradKind grad, bool passes_weight) {
 void RegisterShapeOps(OpTable* t) {
   const Alias V = Alias::kView;
   const Alias N = Alias::kNone;
-  t->Add("Constant", Def(ConstantShape, N, false)).host_only = true;
-  t->Add("ConstantOfShape", Def(ConstantOfShapeShape, N, false));
-  t->Add("Shape", Def(ShapeShape, N, false));
-  t->Add("Size", Def(SizeShape, N, false));
+  OpDef& constant = t->Add("Constant", Def(ConstantShape, N, false));
+  constant.host_only = true;
+  constant.fills_constant = true;
+  t->Add("ConstantOfShape", Def(ConstantOfShapeShape, N, false)).fills_constant = true;
+  t->Add("Shape", Def(ShapeShape, N, false)).reads_dims_only = true;
+  t->Add("Size", Def(SizeShape, N, false)).reads_dims_only = true;
   Viewing(t->Add("Identity", Def(IdentityShape, V)), ViewRule::kSame, GradKind::kAlias, true);
   Viewing(t->Add("Reshape", Def(ReshapeShape, V)), ViewRule::kReshape, GradKind::kAlias, true);
   Viewing(t->Add("Flatten", Def(FlattenShape, V)), ViewRule::kReshape, GradKind::kAlias, true);
@@ -1395,7 +1397,7 @@ void RegisterShapeOps(OpTable* t) {
   OpDef cumsum = Def(CumSumShape);
   cumsum.autocast = Autocast::kFp32Output;  // fp32_set_opt_dtype in autocast_mode.cpp
   t->Add("CumSum", cumsum);
-  t->Add("Trilu", Def(TriluShape));
+  t->Add("Trilu", Def(TriluShape)).mask_maker = MaskMaker::kTriangle;
   t->Add("OneHot", Def(OneHotShape, N, false));
   t->Add("EyeLike", Def(EyeLikeShape, N, false));
   // Random generators (stochastic depth, noise): no gradient.
