@@ -3,12 +3,16 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/options.h"
 #include "planner/status.h"
 
 namespace memplan {
+
+/// The schema of `check --config` budget files: one check per entry, with
+/// defaults shared by all.
 
 /// One configuration to check, before planning.
 struct CheckSpec {
@@ -22,6 +26,11 @@ struct CheckSpec {
   int64_t budget = -1;
   std::string budget_text;
 };
+
+/// A device preset's memory less `margin` percent, and how to show it
+/// ("H100 - 10%"); an error for an unknown device or a margin outside [0, 100).
+[[nodiscard]] Result<std::pair<int64_t, std::string>> DeviceBudget(const std::string& device,
+                                                                   double margin);
 
 /// The checks of a `check --config` budget file: `text` is its contents and
 /// `path` its name (for messages and to resolve model paths). Sets *metric

@@ -8,321 +8,13 @@
 
 #include "cli/escape.h"
 #include "cli/format.h"
+#include "cli/markup.h"
 #include "cli/timeline_svg.h"
 #include "planner/text.h"
 
 namespace memplan {
 
-// ---- Generic building blocks ----
-
-std::string XmlEscape(const std::string& text) {
-  // Control characters and bytes that are not UTF-8 first become \xNN
-  // (XML 1.0 forbids most C0 characters, and the page says UTF-8).
-  const std::string printable =
-      ValidUtf8(text) && !HasControlChar(text) ? text : PrintableText(text);
-  std::string out;
-  out.reserve(printable.size());
-  for (unsigned char ch : printable) {
-    switch (ch) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += static_cast<char>(ch);
-    }
-  }
-  return out;
-}
-
-std::string MarkdownCell(const std::string& text) { return MarkdownText(text); }
-
-std::string MarkdownTable(const std::vector<std::string>& header,
-                          const std::vector<std::vector<std::string>>& rows,
-                          const std::vector<bool>& right) {
-  std::ostringstream os;
-  os << "|";
-  for (const std::string& h : header) {
-    os << " " << MarkdownCell(h) << " |";
-  }
-  os << "\n|";
-  for (size_t i = 0; i < header.size(); ++i) {
-    os << (i < right.size() && right[i] ? " ---: |" : " --- |");
-  }
-  os << "\n";
-  for (const auto& row : rows) {
-    os << "|";
-    for (size_t i = 0; i < header.size(); ++i) {
-      os << " " << (i < row.size() ? MarkdownCell(row[i]) : std::string()) << " |";
-    }
-    os << "\n";
-  }
-  return os.str();
-}
-
-std::string HtmlTable(const std::vector<std::string>& header,
-                      const std::vector<std::vector<std::string>>& rows,
-                      const std::vector<bool>& right) {
-  std::ostringstream os;
-  os << "<table>\n<thead><tr>";
-  for (size_t i = 0; i < header.size(); ++i) {
-    os << (i < right.size() && right[i] ? "<th class=\"num\">" : "<th>") << XmlEscape(header[i])
-       << "</th>";
-  }
-  os << "</tr></thead>\n<tbody>\n";
-  for (const auto& row : rows) {
-    os << "<tr>";
-    for (size_t i = 0; i < header.size(); ++i) {
-      os << (i < right.size() && right[i] ? "<td class=\"num\">" : "<td>")
-         << XmlEscape(i < row.size() ? row[i] : std::string()) << "</td>";
-    }
-    os << "</tr>\n";
-  }
-  os << "</tbody>\n</table>\n";
-  return os.str();
-}
-
-std::string HtmlPage(const std::string& title, const std::string& body_html) {
-  std::ostringstream os;
-  os << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>"
-     << XmlEscape(title) << "</title>\n<style>\n"
-     << "body{font-family:'DejaVu Sans',Arial,sans-serif;margin:24px;color:#222;"
-        "max-width:1260px}\n"
-     << "h1{font-size:22px}h2{font-size:18px;margin-top:32px}\n"
-     << "table{border-collapse:collapse;margin:8px 0 16px}\n"
-     << "th,td{border:1px solid #ccc;padding:4px 10px;text-align:left}\n"
-     << "th{background:#f0f0f0}td.num,th.num{text-align:right;"
-        "font-variant-numeric:tabular-nums}\n"
-     << ".pass{color:#1a7f37;font-weight:bold}.fail{color:#cf222e;font-weight:bold}\n"
-     << "svg{max-width:100%;height:auto}\n"
-     << "</style>\n</head>\n<body>\n"
-     << body_html << "</body>\n</html>\n";
-  return os.str();
-}
-
-std::string JUnitXml(const std::string& suite, const std::vector<JUnitCase>& cases) {
-  int failures = 0;
-  double total = 0;
-  for (const JUnitCase& c : cases) {
-    if (!c.failure_message.empty()) {
-      ++failures;
-    }
-    total += c.seconds;
-  }
-  char t[32];
-  std::ostringstream os;
-  std::snprintf(t, sizeof t, "%.3f", total);
-  os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  os << "<testsuites name=\"" << XmlEscape(suite) << "\" tests=\"" << cases.size()
-     << "\" failures=\"" << failures << "\" errors=\"0\" time=\"" << t << "\">\n";
-  os << "  <testsuite name=\"" << XmlEscape(suite) << "\" tests=\"" << cases.size()
-     << "\" failures=\"" << failures << "\" errors=\"0\" skipped=\"0\" time=\"" << t << "\">\n";
-  for (const JUnitCase& c : cases) {
-    std::snprintf(t, sizeof t, "%.3f", c.seconds);
-    os << "    <testcase name=\"" << XmlEscape(c.name) << "\" classname=\""
-       << XmlEscape(c.classname) << "\" time=\"" << t << "\"";
-    if (c.failure_message.empty() && c.system_out.empty()) {
-      os << "/>\n";
-      continue;
-    }
-    os << ">\n";
-    if (!c.failure_message.empty()) {
-      os << "      <failure type=\"" << XmlEscape(c.failure_type) << "\" message=\""
-         << XmlEscape(c.failure_message) << "\">" << XmlEscape(c.failure_text) << "</failure>\n";
-    }
-    if (!c.system_out.empty()) {
-      os << "      <system-out>" << XmlEscape(c.system_out) << "</system-out>\n";
-    }
-    os << "    </testcase>\n";
-  }
-  os << "  </testsuite>\n</testsuites>\n";
-  return os.str();
-}
-
 namespace {
-
-// Workflow command escaping: data escapes % CR LF; properties also ':' and ','.
-std::string GithubEscape(const std::string& text, bool property) {
-  // Line breaks stay (as %0A); other control characters (an ESC sequence in
-  // a name) and bytes that are not UTF-8 become \xNN.
-  std::string s;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t end = text.find_first_of("\r\n", start);
-    if (end == std::string::npos) end = text.size();
-    s += PrintableText(text.substr(start, end - start));
-    if (end < text.size()) s += text[end];
-    start = end + 1;
-  }
-  std::string out;
-  for (char ch : s) {
-    if (ch == '%') {
-      out += "%25";
-    } else if (ch == '\r') {
-      out += "%0D";
-    } else if (ch == '\n') {
-      out += "%0A";
-    } else if (property && ch == ':') {
-      out += "%3A";
-    } else if (property && ch == ',') {
-      out += "%2C";
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
-std::string GithubAnnotation(const std::string& level, const std::string& file,
-                             const std::string& title, const std::string& message) {
-  std::string props;
-  if (!file.empty()) {
-    props += "file=" + GithubEscape(file, true);
-  }
-  if (!title.empty()) {
-    props += (props.empty() ? "" : ",") + ("title=" + GithubEscape(title, true));
-  }
-  return "::" + level + (props.empty() ? "" : " " + props) + "::" + GithubEscape(message, false) +
-         "\n";
-}
-
-bool InGithubActions() {
-  const char* v = std::getenv("GITHUB_ACTIONS");
-  return v != nullptr && std::string(v) == "true";
-}
-
-// ---- Budget checks ----
-
-const char* MetricName(Metric m) {
-  switch (m) {
-    case Metric::kAllocated:
-      return "allocated";
-    case Metric::kReserved:
-      return "reserved";
-    case Metric::kDevice:
-      return "device";
-  }
-  return "?";
-}
-
-Result<Metric> ParseMetric(const std::string& s) {
-  if (s == "allocated") {
-    return Metric::kAllocated;
-  }
-  if (s == "reserved") {
-    return Metric::kReserved;
-  }
-  if (s == "device") {
-    return Metric::kDevice;
-  }
-  return Status::Error("unknown metric '" + s + "' (allocated, reserved, device)");
-}
-
-int64_t MetricBytes(const Peak& p, Metric m) {
-  switch (m) {
-    case Metric::kAllocated:
-      return p.allocated_bytes;
-    case Metric::kReserved:
-      return p.reserved_bytes;
-    case Metric::kDevice:
-      return p.device_bytes;
-  }
-  return 0;
-}
-
-const char* CheckStatusName(CheckStatus s) {
-  switch (s) {
-    case CheckStatus::kPass:
-      return "pass";
-    case CheckStatus::kNoBudget:
-      return "no_budget";
-    case CheckStatus::kOverBudget:
-      return "over_budget";
-    case CheckStatus::kRegression:
-      return "regression";
-  }
-  return "?";
-}
-
-double ReportCase::increase_pct() const {
-  if (baseline_bytes <= 0) {
-    return 0;
-  }
-  return 100.0 * (static_cast<double>(value()) - static_cast<double>(baseline_bytes)) /
-         static_cast<double>(baseline_bytes);
-}
-
-CheckStatus ReportCase::status() const {
-  if (budget_bytes >= 0 && value() > budget_bytes) {
-    return CheckStatus::kOverBudget;
-  }
-  if (baseline_bytes >= 0) {
-    const double limit = static_cast<double>(baseline_bytes) * (1.0 + max_increase_pct / 100.0);
-    if (static_cast<double>(value()) > limit) {
-      return CheckStatus::kRegression;
-    }
-  }
-  return budget_bytes >= 0 ? CheckStatus::kPass : CheckStatus::kNoBudget;
-}
-
-bool ReportCase::near_miss() const {
-  return status() == CheckStatus::kPass && budget_bytes > 0 &&
-         static_cast<double>(headroom()) <
-             static_cast<double>(budget_bytes) * kNearMissPercent / 100.0;
-}
-
-std::string ReportCase::near_miss_text() const {
-  if (!near_miss()) return "";
-  char pct[16];
-  std::snprintf(pct, sizeof pct, "%g%%", kNearMissPercent);
-  return std::string("within ") + pct + " of the budget (headroom " + FormatBytes(headroom()) + ")";
-}
-
-std::string ConfigLabel(const Plan& plan) {
-  const PlanOptions& o = plan.options;
-  std::ostringstream os;
-  os << ModeName(o.mode);
-  if (plan.batch > 0) {
-    os << " b" << plan.batch;
-  }
-  os << " " << PrecisionName(o.precision);
-  if (o.mode == Mode::kTrain) {
-    os << " " << OptimizerName(o.optimizer);
-    if (o.step == StepKind::kFirst) {
-      os << " first-step";
-    }
-    if (!o.checkpoint_segments.empty()) {
-      os << " ckpt" << o.checkpoint_segments.size();
-    }
-  }
-  if (o.attention == Attention::kEager) {
-    os << " eager-attn";
-  }
-  if (o.allocator.expandable_segments) {
-    os << " expandable";
-  }
-  return os.str();
-}
-
-namespace {
-
-bool Failed(const ReportCase& c) {
-  const CheckStatus s = c.status();
-  return s == CheckStatus::kOverBudget || s == CheckStatus::kRegression;
-}
 
 std::string Basename(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -398,15 +90,6 @@ std::string FailureText(const ReportCase& c) {
 
 }  // namespace
 
-int CheckExitCode(const std::vector<ReportCase>& cases) {
-  for (const ReportCase& c : cases) {
-    if (Failed(c)) {
-      return 1;
-    }
-  }
-  return 0;
-}
-
 nlohmann::json CheckJson(const std::vector<ReportCase>& cases) {
   nlohmann::json doc;
   int passed = 0, over = 0, regressed = 0;
@@ -419,7 +102,7 @@ nlohmann::json CheckJson(const std::vector<ReportCase>& cases) {
     if (s == CheckStatus::kRegression) {
       ++regressed;
     }
-    if (!Failed(c)) {
+    if (!CaseFailed(c)) {
       ++passed;
     }
     nlohmann::json j;
@@ -473,12 +156,11 @@ Result<std::map<std::string, nlohmann::json>> ParseBaseline(const nlohmann::json
     const auto& peak = c["plan"]["peak"];
     for (const char* key : {"allocated_bytes", "reserved_bytes", "device_bytes"}) {
       // A byte count: 0 to 2^63-1 (-1 or 2^64-1 would disable the gate).
-      const bool in_range =
-          peak.contains(key) &&
-          ((peak[key].is_number_unsigned() &&
-            peak[key].get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) ||
-           (peak[key].is_number_integer() && !peak[key].is_number_unsigned() &&
-            peak[key].get<int64_t>() >= 0));
+      const bool in_range = peak.contains(key) &&
+                            ((peak[key].is_number_unsigned() &&
+                              peak[key].get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) ||
+                             (peak[key].is_number_integer() && !peak[key].is_number_unsigned() &&
+                              peak[key].get<int64_t>() >= 0));
       if (!in_range) {
         return Status::Error(where + ": 'plan.peak." + key +
                              "' is not a byte count (an integer from 0 to 2^63-1)");
@@ -546,14 +228,14 @@ std::string CheckTable(const std::vector<ReportCase>& cases) {
   }
   int failed = 0;
   for (const ReportCase& c : cases) {
-    failed += Failed(c) ? 1 : 0;
+    failed += CaseFailed(c) ? 1 : 0;
   }
   os << "\n"
      << (cases.size() - failed) << " of " << cases.size() << " within budget"
      << (cases.empty() ? "" : std::string(" (metric: ") + MetricName(cases[0].metric) + ")")
      << "\n";
   for (const ReportCase& c : cases) {
-    if (Failed(c)) {
+    if (CaseFailed(c)) {
       os << "  " << FailureText(c) << "\n";
     }
   }
@@ -570,7 +252,7 @@ std::string CheckMarkdown(const std::string& title, const std::vector<ReportCase
   int failed = 0;
   bool any_budget = false, any_baseline = false;
   for (const ReportCase& c : cases) {
-    failed += Failed(c) ? 1 : 0;
+    failed += CaseFailed(c) ? 1 : 0;
     any_budget |= c.budget_bytes >= 0;
     any_baseline |= c.baseline_bytes >= 0;
   }
@@ -643,7 +325,7 @@ std::string CheckMarkdown(const std::string& title, const std::vector<ReportCase
   if (failed) {
     os << "<details><summary>Failures</summary>\n\n";
     for (const ReportCase& c : cases) {
-      if (Failed(c)) {
+      if (CaseFailed(c)) {
         os << "- " << MarkdownText(FailureText(c), 1000) << "\n";
       }
     }
@@ -682,7 +364,7 @@ std::string CheckJUnit(const std::string& suite, const std::vector<ReportCase>& 
     }
     numbers << "peak at: " << p.node << " (" << PhaseName(p.phase) << ")\n";
     numbers << "evidence: " << EvidenceLine(c.plan) << "\n";
-    if (Failed(c)) {
+    if (CaseFailed(c)) {
       j.failure_type = CheckStatusName(c.status());
       j.failure_message = FailureText(c);
       j.failure_text = numbers.str();
@@ -697,7 +379,7 @@ std::string CheckJUnit(const std::string& suite, const std::vector<ReportCase>& 
 std::string CheckAnnotations(const std::vector<ReportCase>& cases) {
   std::string out;
   for (const ReportCase& c : cases) {
-    if (Failed(c)) {
+    if (CaseFailed(c)) {
       out += GithubAnnotation(
           "error", c.file, "memplan: " + std::string(CheckStatusName(c.status())), FailureText(c));
     } else if (c.near_miss()) {
@@ -736,7 +418,7 @@ std::string CheckHtml(const std::string& title, const std::vector<ReportCase>& c
   std::ostringstream body;
   int failed = 0;
   for (const ReportCase& c : cases) {
-    failed += Failed(c) ? 1 : 0;
+    failed += CaseFailed(c) ? 1 : 0;
   }
   body << "<h1>" << XmlEscape(title) << "</h1>\n";
   bool any_budget = false;
@@ -789,6 +471,47 @@ std::string CheckTimelineSvg(const std::vector<ReportCase>& cases) {
     y += style.height;
   }
   return TimelineDocument(charts, style.width, std::max(y, style.height));
+}
+
+// Renders `cases` in `format`.
+std::string Render(const std::string& format, const std::vector<ReportCase>& cases,
+                   const std::string& title) {
+  if (format == "json") {
+    return CheckJson(cases).dump(2) + "\n";
+  }
+  if (format == "md") {
+    return CheckMarkdown(title, cases);
+  }
+  if (format == "junit") {
+    return CheckJUnit(title, cases);
+  }
+  if (format == "html") {
+    return CheckHtml(title, cases);
+  }
+  return CheckTable(cases);
+}
+
+Result<std::string> FormatOfPath(const std::string& path) {
+  auto ends = [&](const std::string& ext) {
+    return path.size() >= ext.size() &&
+           path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
+  };
+  if (ends(".json")) {
+    return std::string("json");
+  }
+  if (ends(".md")) {
+    return std::string("md");
+  }
+  if (ends(".xml")) {
+    return std::string("junit");
+  }
+  if (ends(".html") || ends(".htm")) {
+    return std::string("html");
+  }
+  if (ends(".txt")) {
+    return std::string("table");
+  }
+  return Status::Error("--report " + path + ": unknown extension (.json, .md, .xml, .html, .txt)");
 }
 
 }  // namespace memplan

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "cli/format.h"
-#include "cli/report.h"
+#include "cli/markup.h"
 
 namespace memplan {
 
