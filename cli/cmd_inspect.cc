@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "cli/commands.h"
 #include "cli/format.h"
@@ -70,16 +71,16 @@ int RunInspect(const InspectArgs& a) {
   for (const std::string& s : symbols) {
     if (!resolved->count(s)) all_bound = false;
   }
-  Graph g = raw;
-  if (all_bound) {
-    auto bound = BindShapes(raw, bindings.value(), &warnings);
-    if (!bound.ok()) return Fail(bound.message());
-    g = std::move(bound.value());
-  }
-  PrintWarnings(warnings);
   // The module paths --checkpoint takes (each also by a dotted suffix).
   const std::vector<std::string> modules = ModulePaths(raw);
   const BlockChain blocks = FindBlocks(raw);
+  // Shapes are inferred in place: a large graph is not held twice.
+  Graph g = std::move(loaded.value());
+  if (all_bound) {
+    Status s = InferShapes(&g, bindings.value(), &warnings);
+    if (!s.ok()) return Fail(s.message());
+  }
+  PrintWarnings(warnings);
   const std::vector<InitRole> roles = ClassifyInitializers(g);
   const ParamSummary params = SummarizeParams(g, roles);
   std::map<std::string, int> histogram;

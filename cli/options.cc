@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <utility>
 
 #include "cli/commands.h"
 #include "cli/files.h"
@@ -144,7 +145,7 @@ Result<Plan> PlanFromFlags(const ModelFlags& m, const PlanFlags& p, bool keep_ev
   auto options = ToPlanOptions(p);
   if (!options.ok()) return options.status();
   options->keep_events = keep_events;
-  auto plan = PlanModel(loaded.value(), bindings.value(), options.value());
+  auto plan = PlanModel(std::move(loaded.value()), bindings.value(), options.value());
   if (plan.ok()) PrintWarnings(plan->warnings);
   return plan;
 }

@@ -613,6 +613,11 @@ bool OverridesInitializer(const onnx::TypeProto& type, const Tensor& init) {
 Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g,
                    onnx::GraphProto* consumed) {
   g->name = gp.name();
+  // Every node, initializer and input adds a tensor or two: reserving them
+  // keeps a large graph's vectors from growing (and holding twice) as it
+  // is read.
+  g->nodes.reserve(g->nodes.size() + gp.node_size());
+  g->tensors.reserve(g->tensors.size() + gp.initializer_size() + gp.input_size() + gp.node_size());
   // Initializers first: their dims and dtype; small integer data as values.
   for (const auto& init : gp.initializer()) {
     if (init.name().empty()) return im->Error("an initializer has no name");

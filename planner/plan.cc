@@ -75,6 +75,7 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& requeste
   std::vector<ModulePeak> modules;  // per module, the largest over the variants
   std::unordered_map<std::string, size_t> module_index;
   std::vector<TimelinePoint> timeline;  // of the variant with the largest allocated peak
+  bool timeline_in_keep = false;        // that variant is `keep`: its timeline is not copied yet
   for (Fp32ConvCopies c : convs) {
     PlanOptions o = options;
     o.fp32_conv = c;
@@ -85,8 +86,17 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& requeste
       auto plan = PlanSchedule(g, batch, o, sched.value());
       if (!plan.ok()) return plan;
       const Peak* peaks[3] = {&plan->peak, &plan->first_step, &plan->steady};
-      if (!have || plan->peak.allocated_bytes > most[0].allocated_bytes) {
-        timeline = plan->timeline;
+      const bool takes_timeline = !have || plan->peak.allocated_bytes > most[0].allocated_bytes;
+      const bool kept = !have || plan->peak.device_bytes > keep->peak.device_bytes;
+      if (takes_timeline && !kept) {
+        timeline = std::move(plan->timeline);
+        timeline_in_keep = false;
+      } else if (!takes_timeline && kept && timeline_in_keep) {
+        timeline = std::move(keep->timeline);  // the old keep's, before it is replaced
+        timeline_in_keep = false;
+      } else if (takes_timeline) {
+        timeline.clear();
+        timeline_in_keep = true;
       }
       for (int k = 0; k < 3; ++k) {
         if (!have || peaks[k]->allocated_bytes > most[k].allocated_bytes) most[k] = *peaks[k];
@@ -105,7 +115,7 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& requeste
         have_m.forward_kept = std::max(have_m.forward_kept, m.forward_kept);
         have_m.backward_rise = std::max(have_m.backward_rise, m.backward_rise);
       }
-      if (!have || plan->peak.device_bytes > keep->peak.device_bytes) keep = std::move(plan);
+      if (kept) keep = std::move(plan);
       have = true;
       if (!sched->inplace_activations) break;  // nothing runs in place: one plan covers both
     }
@@ -122,6 +132,7 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& requeste
     *peaks[k] = p;
   }
   keep->modules = std::move(modules);
+  if (timeline_in_keep) timeline = keep->timeline;
   // The timeline draws the allocated peak's variant, with the reserved line
   // of the variant whose reserved figure is reported. The two may differ in
   // steps (an in-place op is one step less): each reserved point goes to the

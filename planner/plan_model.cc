@@ -52,4 +52,15 @@ Result<Plan> PlanModel(const Graph& graph, const ShapeBindings& bindings,
   return planner.PlanStep(bindings, options);
 }
 
+Result<Plan> PlanModel(Graph&& graph, const ShapeBindings& bindings, const PlanOptions& options) {
+  Graph g = std::move(graph);
+  std::vector<std::string> warnings;
+  Status s = InferShapes(&g, bindings, &warnings);
+  if (!s.ok()) return s;
+  auto plan = MakePlan(g, bindings.batch, options);
+  if (!plan.ok()) return plan;
+  plan->warnings.insert(plan->warnings.begin(), warnings.begin(), warnings.end());
+  return plan;
+}
+
 }  // namespace memplan

@@ -51,6 +51,10 @@ class ModelPlanner {
 /// ModelPlanner(graph).PlanStep(bindings, options): one plan.
 [[nodiscard]] Result<Plan> PlanModel(const Graph& graph, const ShapeBindings& bindings,
                                      const PlanOptions& options);
+/// The same plan from a graph the caller gives up: shapes are inferred in
+/// place, without the copy (a large graph is not held twice).
+[[nodiscard]] Result<Plan> PlanModel(Graph&& graph, const ShapeBindings& bindings,
+                                     const PlanOptions& options);
 
 }  // namespace memplan
 

@@ -1305,6 +1305,9 @@ Result<Schedule> Builder::Build() {
     for (int ni : r.nodes) skipped_nodes_.insert(ni);
     fused_[r.last_node] = std::move(r);
   }
+  // About one op per node (casts and copies add a few): reserved, so that a
+  // large graph's ops are not held twice while the vector grows.
+  s_.ops.reserve(s_.ops.size() + g_.nodes.size() + 64);
   for (int ni : order.value()) {
     const size_t first_op = s_.ops.size();
     ProcessNode(ni);

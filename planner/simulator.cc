@@ -544,13 +544,24 @@ void Simulator::Iteration(bool first) {
 
 void Simulator::Run() {
   LoadModel();
+  const size_t events0 = events.size(), storages0 = storages.size(), steps0 = steps_phase.size();
+  Iteration(true);
+  // The other iterations record about as much as the first: reserved up
+  // front, a large graph's vectors do not grow to twice what they hold.
+  const size_t more = o_.mode == Mode::kInference ? 1 : 2;
+  const size_t slack = 1024;
+  events.reserve(events.size() + more * (events.size() - events0) + slack);
+  event_storage.reserve(events.capacity());
+  event_step.reserve(events.capacity());
+  event_op.reserve(events.capacity());
+  storages.reserve(storages.size() + more * (storages.size() - storages0) + slack);
+  steps_phase.reserve(steps_phase.size() + more * (steps_phase.size() - steps0) + slack);
+  steps_label.reserve(steps_phase.capacity());
   if (o_.mode == Mode::kInference) {
-    Iteration(true);
     Iteration(false);
     return;
   }
   // First step, then two steady ones (options.step picks which to report).
-  Iteration(true);
   Iteration(false);
   Iteration(false);
 }

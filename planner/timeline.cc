@@ -15,6 +15,11 @@ std::vector<TimelinePoint> TimelineOf(const Simulator& sim, const SimResult& res
   for (size_t i = 0; i < sim.storages.size(); ++i) cat[i] = sim.storages[i].first_cat;
   size_t rt = 0;
   TimelinePoint pt;
+  size_t points = 0;  // one per step: reserved up front (a large graph's timeline is big)
+  for (size_t e = e0; e < e1; ++e) {
+    if (e + 1 == e1 || sim.event_step[e + 1] != sim.event_step[e]) ++points;
+  }
+  out.reserve(points);
   for (size_t e = 0; e < e1; ++e) {
     while (rt < sim.retags.size() && std::get<0>(sim.retags[rt]) <= e) {
       const int st = std::get<1>(sim.retags[rt]);
