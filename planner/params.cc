@@ -74,21 +74,22 @@ std::vector<InitRole> ClassifyInitializers(const Graph& g) {
       if (elementwise_op || (out_elementwise && pass && slot == 0)) elementwise[t] = 1;
     }
   }
+  // Tensors a node reads in a buffer slot (batch norm's running statistics):
+  // one pass over the edges (a node with 200 k inputs is not scanned once
+  // per input).
+  std::vector<char> running_stat(g.tensors.size(), 0);
+  for (const Node& n : g.nodes) {
+    const OpDef* def = FindOp(n.domain, n.op_type);
+    if (!def) continue;
+    for (size_t slot = 0; slot < n.inputs.size(); ++slot) {
+      const int t = n.inputs[slot];
+      if (t >= 0 && HasSlot(def->buffer_inputs, static_cast<int>(slot))) running_stat[t] = 1;
+    }
+  }
   for (int id : g.initializers) {
     const Tensor& t = g.tensors[id];
     if (!IsFloat(t.dtype) || DeclaredNumel(t) <= 1) continue;
-    bool running_stat = false;
-    for (int ni : t.consumers) {
-      const Node& n = g.nodes[ni];
-      const OpDef* def = FindOp(n.domain, n.op_type);
-      if (!def) continue;
-      for (size_t slot = 0; slot < n.inputs.size(); ++slot) {
-        if (n.inputs[slot] == id && HasSlot(def->buffer_inputs, static_cast<int>(slot))) {
-          running_stat = true;
-        }
-      }
-    }
-    roles[id] = (!running_stat && !t.exported_buffer && (weight[id] || elementwise[id]))
+    roles[id] = (!running_stat[id] && !t.exported_buffer && (weight[id] || elementwise[id]))
                     ? InitRole::kParameter
                     : InitRole::kBuffer;
   }
