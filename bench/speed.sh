@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Speed and memory of memplan against the cost of reading the same file.
+#
+# For MatMul+Add+Relu chains of 1 k, 10 k, 100 k and 1 M nodes (written by
+# bench/make_chain.py) it runs, under /usr/bin/time (median of RUNS runs; CPU
+# time = user + sys, peak RSS = max over the runs):
+#   read     python3 -c 'import onnx; onnx.load(F, load_external_data=False)'
+#   inspect  memplan inspect F --batch 8
+#   plan     memplan plan F --batch 8            (train, fp32, AdamW)
+# and, on a real LLM export (models/qwen_bigvocab_train.onnx, batch 8):
+#   plan     memplan plan M --batch 8
+#   advise   memplan advise M --device h100-sxm  (every precision and placement)
+# Ratios are of CPU time, so that other work on a shared machine does not
+# enter them; wall times are printed too.
+#
+# usage: bench/speed.sh [MEMPLAN] [RUNS]   (default build/memplan, 3)
+set -eu
+memplan=${1:-build/memplan}
+runs=${2:-3}
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# measure NAME CMD...: prints "NAME cpu_s wall_s rss_mib" (medians, max RSS).
+measure() {
+  local name=$1
+  shift
+  local i
+  for ((i = 0; i < runs; i++)); do
+    /usr/bin/time -f "%U %S %e %M" -o "$tmp/t" "$@" >/dev/null 2>"$tmp/err" ||
+      { echo "failed: $*" >&2; cat "$tmp/err" >&2; exit 1; }
+    tail -1 "$tmp/t"
+  done | awk -v name="$name" '{cpu[NR] = $1 + $2; wall[NR] = $3; if ($4 > rss) rss = $4}
+    END {n = asort(cpu); asort(wall); m = int((n + 1) / 2);
+         printf "%s %.3f %.3f %.0f\n", name, cpu[m], wall[m], rss / 1024}'
+}
+
+
+echo "| nodes | read (onnx) | inspect | plan (train) | inspect / read | plan / read | plan RSS |"
+echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+for n in 1000 10000 100000 1000000; do
+  f="$tmp/chain_$n.onnx"
+  python3 "$here/make_chain.py" "$n" "$f"
+  r=$(measure read python3 -c 'import onnx, sys; onnx.load(sys.argv[1], load_external_data=False)' "$f")
+  i=$(measure inspect "$memplan" inspect "$f" --batch 8)
+  p=$(measure plan "$memplan" plan "$f" --batch 8)
+  echo "$r $i $p" | awk -v n="$n" '{
+    printf "| %d | %.2f s, %d MiB | %.2f s, %d MiB | %.2f s, %d MiB | %.2f | %.2f | %d MiB |\n",
+      n, $2, $4, $6, $8, $10, $12, $6 / $2, $10 / $2, $12}'
+  rm -f "$f"
+done
+echo "(CPU seconds, user + sys, medians of $runs runs.)"
+m="$here/../models/qwen_bigvocab_train.onnx"
+p=$(measure plan "$memplan" plan "$m" --batch 8)
+a=$(measure advise "$memplan" advise "$m" --device h100-sxm)
+echo
+echo "$p $a" | awk '{printf "qwen_bigvocab_train: plan %.3f s, advise %.3f s: advise / plan %.1f\n", $2, $6, $6 / $2}'
+echo "wall: plan $(echo "$p" | cut -d' ' -f3) s, advise $(echo "$a" | cut -d' ' -f3) s"
