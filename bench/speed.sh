@@ -26,15 +26,19 @@ measure() {
   local name=$1
   shift
   local i
+  : >"$tmp/runs"
   for ((i = 0; i < runs; i++)); do
     /usr/bin/time -f "%U %S %e %M" -o "$tmp/t" "$@" >/dev/null 2>"$tmp/err" ||
       { echo "failed: $*" >&2; cat "$tmp/err" >&2; exit 1; }
-    tail -1 "$tmp/t"
-  done | awk -v name="$name" '{cpu[NR] = $1 + $2; wall[NR] = $3; if ($4 > rss) rss = $4}
-    END {n = asort(cpu); asort(wall); m = int((n + 1) / 2);
-         printf "%s %.3f %.3f %.0f\n", name, cpu[m], wall[m], rss / 1024}'
+    tail -1 "$tmp/t" >>"$tmp/runs"
+  done
+  local mid=$(((runs + 1) / 2))
+  local cpu wall rss
+  cpu=$(awk '{printf "%.3f\n", $1 + $2}' "$tmp/runs" | sort -n | sed -n "${mid}p")
+  wall=$(awk '{print $3}' "$tmp/runs" | sort -n | sed -n "${mid}p")
+  rss=$(awk '{print $4}' "$tmp/runs" | sort -n | tail -1)
+  echo "$name $cpu $wall $((rss / 1024))"
 }
-
 
 echo "| nodes | read (onnx) | inspect | plan (train) | inspect / read | plan / read | plan RSS |"
 echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
