@@ -108,6 +108,20 @@ Result<nlohmann::json> ParseJsonDocument(const std::string& text, const std::str
     if (colon != std::string::npos) what = what.substr(colon + 2);
     return Status::Error(Where(path, text, e.byte == 0 ? 0 : e.byte - 1) +
                          ": invalid JSON: " + Clip(what, 200));
+  } catch (const nlohmann::json::exception& e) {
+    // A number too large for a double ("number overflow parsing '1E400'"):
+    // the parser names the literal, not its place; find it in the text.
+    std::string what = e.what();
+    const size_t close = what.rfind('\'');
+    const size_t open = close == std::string::npos ? close : what.rfind('\'', close - 1);
+    size_t at = 0;
+    if (open != std::string::npos && close > open + 1) {
+      const size_t found = text.find(what.substr(open + 1, close - open - 1));
+      if (found != std::string::npos) at = found;
+    }
+    const size_t bracket = what.find("] ");
+    if (bracket != std::string::npos) what = what.substr(bracket + 2);
+    return Status::Error(Where(path, text, at) + ": invalid JSON: " + Clip(what, 200));
   }
 }
 

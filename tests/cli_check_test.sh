@@ -39,6 +39,11 @@ then pass "unknown key message"; else fail "unknown key message: $(cat "$T/err")
 printf '{"checks": [\n  {"model": "x.onnx",}\n]}\n' >"$T/syntax.json"
 expect 2 "invalid JSON" "$BIN" check --config "$T/syntax.json"
 grep -q "syntax.json:2:" "$T/err" || fail "invalid JSON names the line: $(cat "$T/err")"
+# A number past the range of a double (found by the fuzzer: it used to abort).
+printf '{"checks": [\n  {"model": "x.onnx", "budget": 18446744E77709551615}\n]}\n' >"$T/overflow.json"
+expect 2 "number overflow in config" "$BIN" check --config "$T/overflow.json"
+if [ "$(wc -l <"$T/err")" = 1 ] && grep -q "overflow.json:2:.*: invalid JSON: number overflow" "$T/err"
+then pass "number overflow message"; else fail "number overflow message: $(cat "$T/err")"; fi
 cat >"$T/badsize.json" <<JSON
 {"checks": [{"model": "$R18", "batch": 2, "budget": "12XB"}]}
 JSON
