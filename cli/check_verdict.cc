@@ -108,6 +108,9 @@ std::string ConfigLabel(const Plan& plan) {
     if (!o.checkpoint_segments.empty()) {
       os << " ckpt" << o.checkpoint_segments.size();
     }
+    if (o.dist.strategy != ParallelStrategy::kSingle) {
+      os << " " << EnumName(o.dist.strategy) << "x" << o.dist.world_size;
+    }
   }
   if (o.attention == Attention::kEager) {
     os << " eager-attn";

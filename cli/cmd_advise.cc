@@ -66,16 +66,37 @@ std::string Snippet(const Candidate& c, const AdviseRequest& r, const BlockChain
   const bool fp16 = p == Precision::kAmpFp16;
   const char* dtype =
       (p == Precision::kAmpBf16 || p == Precision::kBf16) ? "torch.bfloat16" : "torch.float16";
+  const DistOptions& dist = c.plan.options.dist;
+  const ParallelStrategy st = dist.strategy;
+  const bool ddp = st == ParallelStrategy::kDdp;
+  const bool fsdp = st == ParallelStrategy::kFsdp;
+  const bool zero = st == ParallelStrategy::kZero1 || st == ParallelStrategy::kZero2 ||
+                    st == ParallelStrategy::kZero3;
+  const bool several = st != ParallelStrategy::kSingle;
+  if (several) {
+    os << "# Launch: " << (zero ? "deepspeed --num_gpus " : "torchrun --nproc_per_node=")
+       << dist.world_size << " train.py   (one process per GPU)\n";
+    os << "import contextlib\nimport os\n";
+  }
   os << "import torch\n";
+  if (several) os << "import torch.distributed as dist\n";
+  if (ddp) os << "from torch.nn.parallel import DistributedDataParallel as DDP\n";
+  if (fsdp) os << "from torch.distributed.fsdp import fully_shard\n";
+  if (zero) os << "import deepspeed\n";
   if (!c.checkpoint.empty()) os << "from torch.utils.checkpoint import checkpoint\n";
   os << "\n# memplan advise: " << PrecisionName(p) << ", batch " << c.micro_batch;
   if (!c.checkpoint.empty()) os << ", " << c.checkpoint.size() << " checkpointed modules";
-  os << "\nBATCH_SIZE = " << c.micro_batch << "\n";
+  if (several) os << ", " << EnumName(st) << " on " << dist.world_size << " GPUs";
+  os << "\nBATCH_SIZE = " << c.micro_batch << (several ? "  # per GPU" : "") << "\n";
   os << "ACCUM_STEPS = " << c.grad_accumulation_steps;
   if (r.global_batch > 0) {
     os << "  # " << c.micro_batch << " x " << c.grad_accumulation_steps << " = "
-       << c.micro_batch * c.grad_accumulation_steps << " samples per optimizer step (asked "
-       << r.global_batch << ")";
+       << c.micro_batch * c.grad_accumulation_steps;
+    if (several) {
+      os << " per GPU, x " << dist.world_size
+         << " GPUs = " << c.micro_batch * c.grad_accumulation_steps * dist.world_size;
+    }
+    os << " samples per optimizer step (asked " << r.global_batch << ")";
   }
   os << "\n\n";
   if (!c.checkpoint.empty()) {
@@ -100,8 +121,26 @@ std::string Snippet(const Candidate& c, const AdviseRequest& r, const BlockChain
        << "for name in CHECKPOINT:\n"
        << "    _recompute_in_backward(model.get_submodule(name))\n\n";
   }
+  if (several) {
+    os << (zero ? "deepspeed.init_distributed(\"nccl\")\n" : "dist.init_process_group(\"nccl\")\n")
+       << "local_rank = int(os.environ[\"LOCAL_RANK\"])\n"
+       << "torch.cuda.set_device(local_rank)\n";
+  }
   os << "model = model.cuda().train()\n";
   if (p == Precision::kBf16 || p == Precision::kFp16) os << "model = model.to(" << dtype << ")\n";
+  if (ddp) {
+    os << "model = DDP(model, device_ids=[local_rank])  # bucket_cap_mb=25, as planned\n";
+  }
+  if (fsdp) {
+    os << "# fully_shard per unit, then the root (the units as the export names them).\n"
+       << "FSDP_UNITS = [\n";
+    for (const std::string& m : c.plan.rank.unit_modules) os << "    " << PythonString(m) << ",\n";
+    os << "]\n"
+       << "for name in FSDP_UNITS:\n"
+       << "    fully_shard(model.get_submodule(name), reshard_after_forward="
+       << Py(dist.reshard_after_forward) << ")\n"
+       << "fully_shard(model)\n";
+  }
   switch (r.base.optimizer) {
     case Optimizer::kSgd:
       os << "optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)\n";
@@ -116,11 +155,57 @@ std::string Snippet(const Candidate& c, const AdviseRequest& r, const BlockChain
       os << "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)\n";
       break;
   }
-  if (fp16) os << "scaler = torch.amp.GradScaler(\"cuda\")\n";
-  os << "loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH_SIZE, shuffle=True, "
-        "drop_last=True)\n\n"
-     << "for i, (x, y) in enumerate(loader):\n"
+  if (zero) {
+    const int stage = st == ParallelStrategy::kZero1 ? 1 : st == ParallelStrategy::kZero2 ? 2 : 3;
+    os << "model, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, "
+          "config={\n"
+       << "    \"train_micro_batch_size_per_gpu\": BATCH_SIZE,\n"
+       << "    \"gradient_accumulation_steps\": ACCUM_STEPS,\n"
+       << "    \"zero_optimization\": {\"stage\": " << stage << "},\n";
+    if (p == Precision::kAmpBf16) os << "    \"bf16\": {\"enabled\": True},\n";
+    os << "})\n";
+  }
+  if (fp16 && !zero) os << "scaler = torch.amp.GradScaler(\"cuda\")\n";
+  if (several) {
+    os << "sampler = torch.utils.data.distributed.DistributedSampler(dataset, shuffle=True)\n"
+       << "loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH_SIZE, sampler=sampler, "
+          "drop_last=True)\n\n";
+  } else {
+    os << "loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH_SIZE, shuffle=True, "
+          "drop_last=True)\n\n";
+  }
+  os << "for i, (x, y) in enumerate(loader):\n"
      << "    x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)\n";
+  if (zero) {
+    os << "    loss = loss_fn(model(x), y)\n"
+       << "    model.backward(loss)  # DeepSpeed scales by ACCUM_STEPS itself\n"
+       << "    model.step()  # steps the optimizer every ACCUM_STEPS micro-batches\n";
+    return os.str();
+  }
+  if (ddp) {
+    os << "    # Gradients are all-reduced only on the last micro-batch of a step.\n"
+       << "    sync = (i + 1) % ACCUM_STEPS == 0\n"
+       << "    with contextlib.nullcontext() if sync else model.no_sync():\n";
+    std::ostringstream body;
+    if (amp) {
+      body << "    with torch.autocast(\"cuda\", dtype=" << dtype << "):\n"
+           << "        loss = loss_fn(model(x), y) / ACCUM_STEPS\n";
+    } else {
+      body << "    loss = loss_fn(model(x), y) / ACCUM_STEPS\n";
+    }
+    body << (fp16 ? "    scaler.scale(loss).backward()\n" : "    loss.backward()\n");
+    std::istringstream lines(body.str());
+    std::string l;
+    while (std::getline(lines, l)) os << "    " << l << "\n";
+    os << "    if sync:\n";
+    if (fp16) {
+      os << "        scaler.step(optimizer)\n        scaler.update()\n";
+    } else {
+      os << "        optimizer.step()\n";
+    }
+    os << "        optimizer.zero_grad(set_to_none=True)\n";
+    return os.str();
+  }
   if (amp) {
     os << "    with torch.autocast(\"cuda\", dtype=" << dtype << "):\n"
        << "        loss = loss_fn(model(x), y) / ACCUM_STEPS\n";
@@ -162,9 +247,14 @@ nlohmann::json CandidateJson(const Candidate& c, const AdviseRequest& r, const B
   j["max_batch"] = c.batch;
   j["precision"] = PrecisionName(c.precision);
   j["placement"] = StrategyName(c.strategy);
+  if (c.plan.options.dist.strategy != ParallelStrategy::kSingle || r.world_size > 1) {
+    j["strategy"] = EnumName(c.plan.options.dist.strategy);
+    j["world_size"] = c.plan.options.dist.world_size;
+    j["rank"] = RankJson(c.plan);
+  }
   j["checkpoint"] = c.checkpoint;
   j["peak"] = {{"allocated_bytes", c.plan.peak.allocated_bytes},
-               {"reserved_bytes", c.device_bytes - r.context_bytes},
+               {"reserved_bytes", c.device_bytes - r.context_bytes - c.plan.rank.nccl_bytes},
                {"device_bytes", c.device_bytes},
                {"context_bytes", r.context_bytes},
                {"headroom_bytes", c.headroom_bytes}};
@@ -208,7 +298,8 @@ nlohmann::json AdviceJson(const Context& ctx, const Advice& a, const AdviseReque
   }
   j["not_fitting"] = nlohmann::json::array();
   for (const Candidate& c : a.failing) {
-    j["not_fitting"].push_back({{"precision", PrecisionName(c.precision)},
+    j["not_fitting"].push_back({{"strategy", EnumName(c.plan.options.dist.strategy)},
+                                {"precision", PrecisionName(c.precision)},
                                 {"placement", StrategyName(c.strategy)},
                                 {"batch1_device_bytes", c.device_bytes}});
   }
@@ -221,7 +312,11 @@ std::vector<std::vector<std::string>> AlternativeRows(const Advice& a, size_t n)
   std::vector<std::vector<std::string>> rows;
   for (size_t i = 0; i < a.ranked.size() && i <= n; ++i) {
     const Candidate& c = a.ranked[i];
-    rows.push_back({std::to_string(i + 1), PrecisionName(c.precision), ShortCheckpoint(c, a.blocks),
+    std::string precision = PrecisionName(c.precision);
+    if (c.plan.options.dist.strategy != ParallelStrategy::kSingle) {
+      precision = std::string(EnumName(c.plan.options.dist.strategy)) + " " + precision;
+    }
+    rows.push_back({std::to_string(i + 1), precision, ShortCheckpoint(c, a.blocks),
                     std::to_string(c.micro_batch), FormatBytes(c.device_bytes),
                     FormatBytes(c.headroom_bytes), Fixed(c.speed.samples_per_s, 1),
                     Fixed(100 * c.recompute_overhead, 1) + " %"});
@@ -282,11 +377,19 @@ std::string Table(const Context& ctx, const Advice& a, const AdviseRequest& r, s
               std::to_string(c.micro_batch * steps) + ", asked " + std::to_string(r.global_batch) +
               ")");
     }
+    const DistOptions& dist = c.plan.options.dist;
+    if (dist.strategy != ParallelStrategy::kSingle || r.world_size > 1) {
+      row("strategy", std::string(EnumName(dist.strategy)) + " on " +
+                          std::to_string(dist.world_size) + " GPU" +
+                          (dist.world_size > 1 ? "s" : "") + " (batch and peaks per GPU)");
+    }
     row("precision", PrecisionName(c.precision));
     row("checkpoint", CheckpointSummary(c.checkpoint, a.blocks));
     row("peak allocated", FormatBytes(c.plan.peak.allocated_bytes));
-    row("peak reserved", FormatBytes(c.device_bytes - r.context_bytes));
-    row("device peak", FormatBytes(c.device_bytes) + " (reserved + context)");
+    row("peak reserved", FormatBytes(c.device_bytes - r.context_bytes - c.plan.rank.nccl_bytes));
+    row("device peak",
+        FormatBytes(c.device_bytes) + (c.plan.rank.nccl_bytes > 0 ? " (reserved + context + NCCL)"
+                                                                  : " (reserved + context)"));
     row("headroom", FormatBytes(c.headroom_bytes) + " of " + FormatBytes(r.budget_bytes));
     row("throughput (est.)", SpeedLine(c, ctx, r));
     row("recompute overhead",
@@ -337,12 +440,18 @@ std::string Markdown(const Context& ctx, const Advice& a, const AdviseRequest& r
         {"precision", PrecisionName(c.precision)},
         {"checkpoint", CheckpointSummary(c.checkpoint, a.blocks)},
         {"peak allocated", FormatBytes(c.plan.peak.allocated_bytes)},
-        {"peak reserved", FormatBytes(c.device_bytes - r.context_bytes)},
+        {"peak reserved", FormatBytes(c.device_bytes - r.context_bytes - c.plan.rank.nccl_bytes)},
         {"device peak", FormatBytes(c.device_bytes)},
         {"headroom", FormatBytes(c.headroom_bytes)},
         {"throughput (est.)", SpeedLine(c, ctx, r)},
         {"recompute overhead", Fixed(100 * c.recompute_overhead, 1) + " %"},
         {"grad accumulation steps", std::to_string(c.grad_accumulation_steps)}};
+    if (c.plan.options.dist.strategy != ParallelStrategy::kSingle) {
+      rows.insert(
+          rows.begin(),
+          {"strategy", std::string(EnumName(c.plan.options.dist.strategy)) + " on " +
+                           std::to_string(c.plan.options.dist.world_size) + " GPUs (per GPU)"});
+    }
     os << "### Recommendation\n\n" << MarkdownTable({"", "value"}, rows) << "\n";
     if (a.ranked.size() > 1) {
       os << "### Alternatives\n\n"
@@ -431,9 +540,21 @@ int RunAdvise(const AdviseArgs& args) {
   auto precisions = ParsePrecisionList(args.precision);
   if (!precisions.ok()) return Fail(precisions.message());
   r.precisions = precisions.value();
-  auto options = ToPlanOptions(args.plan);
+  // Several GPUs: every strategy is searched unless --strategy names one;
+  // the flags are checked as fsdp (which takes them all) in that case.
+  PlanFlags flags = args.plan;
+  const bool search_strategies = flags.strategy.empty() && flags.world_size > 1;
+  if (search_strategies) flags.strategy = "fsdp";
+  auto options = ToPlanOptions(flags);
   if (!options.ok()) return Fail(options.message());
   r.base = options.value();
+  r.world_size = r.base.dist.world_size;
+  if (search_strategies) {
+    r.strategies = {ParallelStrategy::kDdp, ParallelStrategy::kFsdp, ParallelStrategy::kZero1,
+                    ParallelStrategy::kZero2, ParallelStrategy::kZero3};
+  } else if (r.base.dist.strategy != ParallelStrategy::kSingle) {
+    r.strategies = {r.base.dist.strategy};
+  }
   r.checkpoint = args.checkpoint == "auto";
   // Bounded so that micro-batch x steps cannot overflow.
   constexpr int64_t kMaxGlobalBatch = int64_t{1} << 40;
@@ -504,6 +625,7 @@ void AddAdviseCommand(CLI::App* app, CliState* state) {
                   "any (amp_bf16, amp_fp16, fp32) or a comma list of fp32, amp_bf16, amp_fp16, "
                   "bf16, fp16");
   AddSharedPlanFlags(cmd, &a->plan);
+  AddDistFlags(cmd, &a->plan);
   cmd->add_option("--checkpoint", a->checkpoint,
                   "auto: also try activation checkpointing of the repeated blocks; none")
       ->check(CLI::IsMember({"none", "auto"}));

@@ -378,6 +378,7 @@ void AddCheckCommand(CLI::App* app, CliState* state) {
       ->default_str("");
   cmd->add_option("--dim", args->model.dims, "Binds a symbolic dim: NAME=VALUE (repeatable)");
   AddPlanFlags(cmd, &args->plan, true);
+  AddDistFlags(cmd, &args->plan);
   cmd->add_option("--budget", args->budget, "The limit, e.g. 40GiB, 80GB, 24000MiB");
   cmd->add_option("--device", args->device, "The limit is this GPU's memory (minus --margin)");
   cmd->add_option("--margin", args->margin,

@@ -103,6 +103,7 @@ void AddPlanCommand(CLI::App* app, CliState* state) {
   auto args = std::make_shared<PlanArgs>();
   AddModelFlags(cmd, &args->model);
   AddPlanFlags(cmd, &args->plan, true);
+  AddDistFlags(cmd, &args->plan);
   AddFormatFlag(cmd, &args->format, {"table", "json", "md", "junit", "html"});
   cmd->add_option("--timeline", args->timeline, "Writes the memory timeline SVG here");
   cmd->add_option("--compare", args->compare,

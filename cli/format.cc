@@ -146,7 +146,72 @@ nlohmann::json ConfigJson(const Plan& plan) {
   c["attention"] = AttentionName(o.attention);
   c["allocator"] = o.allocator.expandable_segments ? "expandable" : "default";
   c["context_bytes"] = plan.context_bytes;
+  if (o.dist.strategy != ParallelStrategy::kSingle) {
+    c["strategy"] = EnumName(o.dist.strategy);
+    c["world_size"] = o.dist.world_size;
+    if (o.dist.strategy == ParallelStrategy::kFsdp || o.dist.strategy == ParallelStrategy::kZero3) {
+      c["reshard_after_forward"] = o.dist.reshard_after_forward;
+      c["fsdp_units"] = o.dist.fsdp_units;
+    }
+  }
   return c;
+}
+
+namespace {
+
+/// One rank's peak by what it holds (Plan::rank), as label and bytes.
+std::vector<std::pair<std::string, int64_t>> RankParts(const RankBreakdown& r) {
+  const bool sharded =
+      r.strategy == ParallelStrategy::kFsdp || r.strategy == ParallelStrategy::kZero3;
+  return {{sharded ? "parameters (shards)" : "parameters (replica)", r.params_local},
+          {"gathered full parameters", r.params_gathered},
+          {"gradients", r.grads},
+          {"optimizer state", r.optimizer_state},
+          {"gradient buckets", r.grad_buckets},
+          {"reduce-scatter buffers", r.reduce_scatter},
+          {"activations and the rest", r.other}};
+}
+
+}  // namespace
+
+nlohmann::json RankJson(const Plan& plan) {
+  if (plan.options.dist.strategy == ParallelStrategy::kSingle) return nullptr;
+  const RankBreakdown& r = plan.rank;
+  return {{"strategy", EnumName(r.strategy)},
+          {"world_size", r.world_size},
+          {"units", r.units},
+          {"unit_running", r.unit_running},
+          {"params_local_bytes", r.params_local},
+          {"params_gathered_bytes", r.params_gathered},
+          {"grads_bytes", r.grads},
+          {"optimizer_state_bytes", r.optimizer_state},
+          {"grad_bucket_bytes", r.grad_buckets},
+          {"reduce_scatter_bytes", r.reduce_scatter},
+          {"other_bytes", r.other},
+          {"nccl_bytes", r.nccl_bytes}};
+}
+
+std::string RankTable(const Plan& plan) {
+  if (plan.options.dist.strategy == ParallelStrategy::kSingle) return "";
+  const RankBreakdown& r = plan.rank;
+  std::ostringstream os;
+  char line[200];
+  os << "\n  per rank of " << r.world_size << " (" << EnumName(r.strategy);
+  if (r.units > 0) {
+    os << ", " << r.units << " units, reshard after forward "
+       << (plan.options.dist.reshard_after_forward ? "on" : "off");
+  }
+  os << "), at the peak";
+  if (!r.unit_running.empty()) os << " (unit " << r.unit_running << ")";
+  os << ":\n";
+  for (const auto& [label, bytes] : RankParts(r)) {
+    std::snprintf(line, sizeof line, "    %-26s %12s\n", label.c_str(), FormatBytes(bytes).c_str());
+    os << line;
+  }
+  std::snprintf(line, sizeof line, "    %-26s %12s  outside the allocator (in device total)\n",
+                "NCCL", FormatBytes(r.nccl_bytes).c_str());
+  os << line;
+  return os.str();
 }
 
 nlohmann::json PlanJson(const std::string& model, const Plan& plan) {
@@ -181,6 +246,7 @@ nlohmann::json PlanJson(const std::string& model, const Plan& plan) {
   }
   j["modules"] = modules;
   j["coverage"] = CoverageJson(plan);
+  if (plan.options.dist.strategy != ParallelStrategy::kSingle) j["rank"] = RankJson(plan);
   j["kernel_limits"] = KernelLimitsJson(plan);
   j["warnings"] = plan.warnings;
   return j;
@@ -234,7 +300,8 @@ std::string PlanMarkdown(const std::string& model, const Plan& plan) {
      << " | `torch.cuda.max_memory_allocated()` |\n"
      << "| reserved | " << FormatBytes(p.reserved_bytes)
      << " | `torch.cuda.max_memory_reserved()` |\n"
-     << "| device | " << FormatBytes(p.device_bytes) << " | nvidia-smi (reserved + context) |\n\n"
+     << "| device | " << FormatBytes(p.device_bytes) << " | nvidia-smi (reserved + context"
+     << (o.dist.strategy == ParallelStrategy::kSingle ? "" : " + NCCL") << ") |\n\n"
      << "Peak at `" << p.node << "` (" << PhaseName(p.phase) << "):\n\n"
      << "| category | bytes | share |\n| --- | ---: | ---: |\n";
   char line[160];
@@ -244,6 +311,14 @@ std::string PlanMarkdown(const std::string& model, const Plan& plan) {
                   CategoryName(static_cast<Category>(c)), FormatBytes(b).c_str(),
                   p.allocated_bytes > 0 ? 100.0 * b / p.allocated_bytes : 0.0);
     os << line;
+  }
+  if (o.dist.strategy != ParallelStrategy::kSingle) {
+    os << "\nPer rank of " << plan.rank.world_size << " (" << EnumName(o.dist.strategy)
+       << "):\n\n| part | bytes |\n| --- | ---: |\n";
+    for (const auto& [label, bytes] : RankParts(plan.rank)) {
+      os << "| " << label << " | " << FormatBytes(bytes) << " |\n";
+    }
+    os << "| NCCL (outside the allocator) | " << FormatBytes(plan.rank.nccl_bytes) << " |\n";
   }
   os << "\nParameters " << FormatCount(plan.parameter_count) << " ("
      << FormatBytes(plan.parameter_bytes) << ")";
@@ -274,7 +349,10 @@ std::string PlanTable(const std::string& model, const Plan& plan) {
   };
   row("peak allocated", p.allocated_bytes, "torch.cuda.max_memory_allocated()");
   row("peak reserved", p.reserved_bytes, "torch.cuda.max_memory_reserved()");
-  row("device total", p.device_bytes, "what nvidia-smi shows (reserved + context)");
+  row("device total", p.device_bytes,
+      o.dist.strategy == ParallelStrategy::kSingle
+          ? "what nvidia-smi shows (reserved + context)"
+          : "what nvidia-smi shows per GPU (reserved + context + NCCL)");
   os << "\n  peak at " << p.node << " (" << PhaseName(p.phase) << ")\n\n";
   for (int c = 0; c < kNumCategories; ++c) {
     const int64_t b = p.breakdown.bytes[c];
@@ -283,6 +361,7 @@ std::string PlanTable(const std::string& model, const Plan& plan) {
                   CategoryName(static_cast<Category>(c)), FormatBytes(b).c_str(), pct);
     os << line;
   }
+  os << RankTable(plan);
   os << "\n  parameters " << FormatCount(plan.parameter_count) << " ("
      << FormatBytes(plan.parameter_bytes) << ")";
   if (plan.buffer_bytes > 0) os << ", buffers " << FormatBytes(plan.buffer_bytes);

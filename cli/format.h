@@ -32,6 +32,10 @@ nlohmann::json ConfigJson(const Plan& plan);
 constexpr int kPlanJsonSchemaVersion = 1;
 /// The stable `plan` JSON contract.
 nlohmann::json PlanJson(const std::string& model, const Plan& plan);
+/// One rank's peak by what it holds (null for a single-process plan).
+nlohmann::json RankJson(const Plan& plan);
+/// The same as table lines ("" for a single-process plan).
+std::string RankTable(const Plan& plan);
 /// "batch 8", or "fixed shapes" for a model without a batch symbol.
 std::string BatchLabel(const Plan& plan);
 /// "  dims batch=8, seq=512; loss cross_entropy; no checkpointing\n".

@@ -8,6 +8,7 @@
 #include "cli/files.h"
 #include "cli/format.h"
 #include "onnx_import/importer.h"
+#include "planner/distributed.h"
 #include "planner/plan_model.h"
 
 namespace memplan {
@@ -60,6 +61,23 @@ void AddPlanFlags(CLI::App* cmd, PlanFlags* f, bool with_mode) {
                   "Modules to recompute in backward: full paths or their dotted suffixes "
                   "(repeatable, or comma-separated)")
       ->delimiter(',');
+}
+
+void AddDistFlags(CLI::App* cmd, PlanFlags* f) {
+  cmd->add_option("--world-size", f->world_size,
+                  "Data-parallel ranks (GPUs); the batch is per rank (default 1)");
+  cmd->add_option("--strategy", f->strategy,
+                  "single, ddp (DistributedDataParallel), fsdp (FSDP2 fully_shard), zero1, "
+                  "zero2, zero3 (DeepSpeed ZeRO stages)")
+      ->check(Allowed<ParallelStrategy>());
+  cmd->add_option("--fsdp-units", f->fsdp_units,
+                  "Modules sharded as FSDP units of their own (default: the repeated blocks; "
+                  "the root is one more)")
+      ->delimiter(',');
+  cmd->add_option("--reshard-after-forward", f->reshard_after_forward,
+                  "FSDP: free a unit's gathered parameters after its forward (on, default) "
+                  "or keep them for backward (off)")
+      ->check(Allowed<Switch>());
 }
 
 void AddFormatFlag(CLI::App* cmd, std::string* format, const std::vector<std::string>& choices) {
@@ -129,6 +147,30 @@ Result<PlanOptions> ToPlanOptions(const PlanFlags& f) {
     o.context_bytes = r.value();
   }
   o.checkpoint_segments = f.checkpoint;
+  o.dist.world_size = f.world_size;
+  if (f.strategy.empty()) {
+    if (f.world_size > 1) {
+      return Status::Error("--world-size " + std::to_string(f.world_size) +
+                           ": needs --strategy ddp, fsdp, zero1, zero2 or zero3");
+    }
+  } else {
+    Status s = ParseFlag(f.strategy, &o.dist.strategy);
+    if (!s.ok()) return s;
+  }
+  o.dist.fsdp_units = f.fsdp_units;
+  if (!f.reshard_after_forward.empty()) {
+    Switch reshard = Switch::kOn;
+    Status s = ParseFlag(f.reshard_after_forward, &reshard);
+    if (!s.ok()) return s;
+    if (o.dist.strategy != ParallelStrategy::kFsdp && o.dist.strategy != ParallelStrategy::kZero3) {
+      return Status::Error(std::string("--reshard-after-forward: applies to --strategy fsdp or "
+                                       "zero3, not ") +
+                           EnumName(o.dist.strategy));
+    }
+    o.dist.reshard_after_forward = reshard == Switch::kOn;
+  }
+  Status dist = CheckDistOptions(o.dist, o.mode);
+  if (!dist.ok()) return dist;
   return o;
 }
 

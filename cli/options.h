@@ -33,6 +33,10 @@ struct PlanFlags {
   std::string allocator = "default";
   std::string reserve;  ///< Context bytes, e.g. "767MiB"; empty = default.
   std::vector<std::string> checkpoint;
+  int64_t world_size = 1;               ///< --world-size: ranks (GPUs).
+  std::string strategy;                 ///< --strategy; "" = single (one rank).
+  std::vector<std::string> fsdp_units;  ///< --fsdp-units.
+  std::string reshard_after_forward;    ///< --reshard-after-forward on|off; "" = on.
 };
 
 /// Adds MODEL, --batch and --dim to `cmd`.
@@ -44,6 +48,9 @@ void AddPlanFlags(CLI::App* cmd, PlanFlags* f, bool with_mode);
 /// --attention, --loss, --allocator (advise searches precision and
 /// checkpoints itself).
 void AddSharedPlanFlags(CLI::App* cmd, PlanFlags* f);
+/// Adds --world-size, --strategy, --fsdp-units and --reshard-after-forward
+/// (planner/distributed.h) to `cmd`.
+void AddDistFlags(CLI::App* cmd, PlanFlags* f);
 /// Adds --format with the given choices (first is the default).
 void AddFormatFlag(CLI::App* cmd, std::string* format, const std::vector<std::string>& choices);
 

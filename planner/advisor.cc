@@ -230,7 +230,7 @@ class Searcher {
     const Plan& pl = probe->plan;
     const int64_t reserved =
         std::max({pl.peak.reserved_bytes, pl.first_step.reserved_bytes, pl.steady.reserved_bytes});
-    probe->device = reserved + r_.context_bytes;
+    probe->device = reserved + r_.context_bytes + pl.rank.nccl_bytes;
     probe->uncertain = UncertaintyBytes(pl);
     probe->int32_overflow = pl.int32_overflow.elements > 0;
     const Probe* out = probe.get();
@@ -268,7 +268,51 @@ int64_t UncertaintyBytes(const Plan& plan) {
       std::ceil(static_cast<double>(plan.coverage.unbacked_bytes) * kUnmeasuredErrorFactor));
 }
 
+namespace {
+
+Result<Advice> AdviseOneStrategy(const Graph& g, const AdviseRequest& r);
+
+}  // namespace
+
 Result<Advice> Advise(const Graph& g, const AdviseRequest& r) {
+  if (r.strategies.empty()) return AdviseOneStrategy(g, r);
+  // Each strategy searched on its own, with the global batch split over the
+  // ranks; the candidates of all ranked together.
+  Advice all;
+  bool first = true;
+  for (ParallelStrategy st : r.strategies) {
+    AdviseRequest one = r;
+    one.strategies.clear();
+    one.base.dist.strategy = st;
+    one.base.dist.world_size = st == ParallelStrategy::kSingle ? 1 : r.world_size;
+    if (st != ParallelStrategy::kFsdp && st != ParallelStrategy::kZero3) {
+      one.base.dist.fsdp_units.clear();
+      one.base.dist.reshard_after_forward = true;
+    }
+    const int64_t ranks = one.base.dist.world_size;
+    if (r.global_batch > 0) one.global_batch = r.global_batch / ranks + (r.global_batch % ranks != 0);
+    auto a = AdviseOneStrategy(g, one);
+    if (!a.ok()) return Status::Error(std::string(EnumName(st)) + ": " + a.message());
+    if (first) {
+      all.usable_bytes = a->usable_bytes;
+      all.blocks = a->blocks;
+      first = false;
+    }
+    for (Candidate& c : a->ranked) all.ranked.push_back(std::move(c));
+    for (Candidate& c : a->failing) all.failing.push_back(std::move(c));
+    for (const std::string& n : a->notes) {
+      const std::string note = std::string(EnumName(st)) + ": " + n;
+      all.notes.push_back(note);
+    }
+    all.plans += a->plans;
+  }
+  std::stable_sort(all.ranked.begin(), all.ranked.end(), Ranks);
+  return all;
+}
+
+namespace {
+
+Result<Advice> AdviseOneStrategy(const Graph& g, const AdviseRequest& r) {
   Advice advice;
   if (r.budget_bytes <= 0) return Status::Error("the memory budget must be positive");
   if (!(r.margin >= 0 && r.margin < 1)) return Status::Error("the margin must be in [0, 100) %");
@@ -466,5 +510,7 @@ Result<Advice> Advise(const Graph& g, const AdviseRequest& r) {
   advice.plans = s.plans();
   return advice;
 }
+
+}  // namespace
 
 }  // namespace memplan

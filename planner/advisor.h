@@ -82,8 +82,12 @@ struct AdviseRequest {
   double margin = 0.05;                          ///< Share of the budget kept free.
   int64_t context_bytes = kDefaultContextBytes;  ///< Outside PyTorch (context).
   int64_t max_batch = 65536;
-  int64_t global_batch = 0;  ///< > 0: gradient accumulation to reach it.
-  DevicePreset device;       ///< For the speed estimate.
+  int64_t global_batch = 0;  ///< > 0: gradient accumulation to reach it (over all ranks).
+  /// Several GPUs: the data-parallel strategies to try (each at world_size
+  /// ranks, `single` at one), batches per rank; empty = base.dist alone.
+  std::vector<ParallelStrategy> strategies;
+  int64_t world_size = 1;
+  DevicePreset device;  ///< For the speed estimate.
   SpeedModel speed;
 };
 

@@ -25,6 +25,12 @@ enum class Loss { kCrossEntropy, kMse, kNone };
 enum class StepKind { kSteady, kFirst };
 /// PyTorch's allocator setting: PYTORCH_CUDA_ALLOC_CONF expandable_segments.
 enum class AllocatorKind { kDefault, kExpandable };
+/// How the ranks of a data-parallel job hold the model (planner/distributed.h):
+/// one process alone, DistributedDataParallel, FSDP2 fully_shard, or DeepSpeed
+/// ZeRO stage 1, 2 or 3.
+enum class ParallelStrategy { kSingle, kDdp, kFsdp, kZero1, kZero2, kZero3 };
+/// --reshard-after-forward of FSDP2's fully_shard.
+enum class Switch { kOn, kOff };
 
 /// One value of an option enum and its name (as the CLI and JSON spell it).
 template <typename E>
@@ -84,6 +90,20 @@ struct EnumTable<AllocatorKind> {
   static constexpr const char* kOption = "allocator";
   static constexpr EnumEntry<AllocatorKind> kEntries[] = {
       {AllocatorKind::kDefault, "default"}, {AllocatorKind::kExpandable, "expandable"}};
+};
+
+template <>
+struct EnumTable<ParallelStrategy> {
+  static constexpr const char* kOption = "strategy";
+  static constexpr EnumEntry<ParallelStrategy> kEntries[] = {
+      {ParallelStrategy::kSingle, "single"}, {ParallelStrategy::kDdp, "ddp"},
+      {ParallelStrategy::kFsdp, "fsdp"},     {ParallelStrategy::kZero1, "zero1"},
+      {ParallelStrategy::kZero2, "zero2"},   {ParallelStrategy::kZero3, "zero3"}};
+};
+template <>
+struct EnumTable<Switch> {
+  static constexpr const char* kOption = "reshard-after-forward";
+  static constexpr EnumEntry<Switch> kEntries[] = {{Switch::kOn, "on"}, {Switch::kOff, "off"}};
 };
 
 /// The name of `v` in its table ("?" for a value missing from the table,
@@ -155,6 +175,18 @@ enum class Fp32ConvCopies { kBoth, kAll, kInputOnly };
 /// one that needs more device memory.
 enum class InPlace { kBoth, kOff, kOn };
 
+/// Data parallelism over several GPUs (planner/distributed.h). The batch
+/// planned is the batch of one rank.
+struct DistOptions {
+  ParallelStrategy strategy = ParallelStrategy::kSingle;
+  int64_t world_size = 1;  ///< Ranks (GPUs); 1 with kSingle.
+  /// FSDP/ZeRO-3: the modules sharded as units of their own (Node::scope
+  /// paths or their dotted suffixes); empty = the repeated blocks
+  /// (checkpoint.h FindBlocks). The root is always a unit of its own.
+  std::vector<std::string> fsdp_units;
+  bool reshard_after_forward = true;  ///< FSDP2 fully_shard(reshard_after_forward=...).
+};
+
 /// How the step is run.
 struct PlanOptions {
   Mode mode = Mode::kInference;
@@ -170,6 +202,7 @@ struct PlanOptions {
   bool keep_events = false;  ///< Keep the allocator trace (for validation).
   Fp32ConvCopies fp32_conv = Fp32ConvCopies::kBoth;
   InPlace inplace = InPlace::kBoth;
+  DistOptions dist;  ///< Several GPUs; the default is one process alone.
 };
 
 }  // namespace memplan

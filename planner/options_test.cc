@@ -40,6 +40,8 @@ TEST(OptionTables, EveryTableIsCompleteAndRoundTrips) {
   CheckTable<Loss>();
   CheckTable<StepKind>();
   CheckTable<AllocatorKind>();
+  CheckTable<ParallelStrategy>();
+  CheckTable<Switch>();
 }
 
 TEST(OptionTables, UnknownNamesAreErrorsListingTheKnownOnes) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "planner/checkpoint.h"
+#include "planner/distributed.h"
 #include "planner/peaks.h"
 #include "planner/plan_step.h"
 #include "planner/schedule.h"
@@ -57,6 +58,8 @@ int64_t Breakdown::Total() const {
 Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& requested) {
   // Checkpoint patterns become module paths (one set, whatever their order).
   PlanOptions options = requested;
+  Status dist = CheckDistOptions(requested.dist, requested.mode);
+  if (!dist.ok()) return dist;
   auto checkpointed = ResolveCheckpointModules(g, requested.checkpoint_segments);
   if (!checkpointed.ok()) return checkpointed.status();
   options.checkpoint_segments = checkpointed.value();

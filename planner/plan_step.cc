@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "planner/allocator_sim.h"
+#include "planner/distributed.h"
 #include "planner/kernels.h"
 #include "planner/peaks.h"
 #include "planner/simulator.h"
@@ -83,7 +84,8 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
   if (options.mode == Mode::kInference) {
     plan.arena_lower_bound = ArenaLowerBoundOf(sim, it[0].first, it[0].second);
   }
-  if (options.keep_events) {
+  const bool data_parallel = options.dist.strategy != ParallelStrategy::kSingle;
+  if (options.keep_events || data_parallel) {
     plan.events = sim.events;
     for (size_t e = 0; e < sim.events.size(); ++e) {
       const int st = sim.event_step[e];
@@ -92,6 +94,15 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
       plan.event_phases.push_back(sim.steps_phase[st]);
       plan.event_categories.push_back(stor >= 0 ? sim.storages[stor].first_cat
                                                 : Category::kWorkspaces);
+      plan.event_params.push_back(stor >= 0 ? sim.storages[stor].param : -1);
+      const int op = sim.event_op[e];
+      const int node = op >= 0 ? s.ops[op].node : -1;
+      plan.event_scopes.push_back(node >= 0 ? g.nodes[node].scope : std::string());
+    }
+    for (const auto& range : sim.iteration_events) plan.iteration_starts.push_back(range.first);
+    for (int p : s.params) {
+      plan.param_names.push_back(s.vals[p].name);
+      plan.param_bytes_each.push_back(s.vals[p].bytes);
     }
   }
   KernelsOf(g, s, &plan.kernels);
@@ -99,6 +110,17 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
     if (sim.rule_used[i]) plan.coverage.rules.push_back(ShareOf(sim.rules[i], options));
   }
   KernelLimitsOf(s, &plan);
+  if (data_parallel) {
+    // One rank of the data-parallel job (distributed.h) from the process's events.
+    Status dp = ApplyDataParallel(g, &plan);
+    if (!dp.ok()) return dp;
+    if (!options.keep_events) {
+      plan.events.clear();
+      plan.event_nodes.clear();
+      plan.event_phases.clear();
+      plan.event_categories.clear();
+    }
+  }
   return plan;
 }
 

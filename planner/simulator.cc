@@ -32,6 +32,7 @@ void Simulator::LoadModel() {
     const int st = AllocNew(bytes, Category::kParameters);
     Ref(st);
     storage_of_val_[v] = st;
+    storages[st].param = param_index_[v];
   }
   if (cast) {
     Step(Phase::kForward, "model.half()");
@@ -41,6 +42,7 @@ void Simulator::LoadModel() {
       const int st = AllocNew(s_.vals[v].bytes, Category::kParameters);
       Ref(st);
       storage_of_val_[v] = st;
+      storages[st].param = param_index_[v];
       Unref(old);
     }
     // Training scripts empty the cache after the cast (the calibration
@@ -242,6 +244,7 @@ void Simulator::AddGrad(int val, int g) {
   }
   if (v.is_param) {
     Retag(g, Category::kGradients);
+    if (storages[g].param < 0) storages[g].param = param_index_[val];
   }
   grad_of_[val] = g;
 }
@@ -491,12 +494,14 @@ void Simulator::OptimizerStep(bool first) {
     for (int p : s_.params) {
       const int64_t b = s_.vals[p].bytes;
       if (!grad_of_.count(p)) continue;  // torch.optim skips p.grad is None.
+      const size_t before = state_.size();
       if (adam) {
         state_.push_back(AllocNew(b, Category::kOptimizerState));
         state_.push_back(AllocNew(b, Category::kOptimizerState));
       } else if (o_.optimizer == Optimizer::kMomentum) {
         state_.push_back(AllocNew(b, Category::kOptimizerState));
       }
+      for (size_t k = before; k < state_.size(); ++k) storages[state_[k]].param = param_index_[p];
     }
   }
   if (adam) {
@@ -504,7 +509,9 @@ void Simulator::OptimizerStep(bool first) {
     Use(Mech(Mechanism::kForeachTemporaries));
     std::vector<int> tmp;
     for (int p : s_.params) {
-      if (grad_of_.count(p)) tmp.push_back(AllocNew(s_.vals[p].bytes, Category::kTransients));
+      if (!grad_of_.count(p)) continue;
+      tmp.push_back(AllocNew(s_.vals[p].bytes, Category::kTransients));
+      storages[tmp.back()].param = param_index_[p];
     }
     for (int st : tmp) Free(st);
   }

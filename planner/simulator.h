@@ -30,6 +30,7 @@ struct Storage {
   bool live = false;
   int64_t id = -1;  // MemEvent id while live
   int rule = -1;    // Simulator::rules index: what allocated it
+  int param = -1;   // Schedule::params index of the weight it holds, grads or keeps state for
 };
 
 // Replays the training (or inference) protocol of the calibration script
@@ -44,6 +45,8 @@ class Simulator {
       root_[v] = r;
     }
     storage_of_val_.assign(s.vals.size(), -1);
+    param_index_.assign(s.vals.size(), -1);
+    for (size_t k = 0; k < s.params.size(); ++k) param_index_[s.params[k]] = static_cast<int>(k);
     for (const ExecOp& op : s.ops) op_rule_.push_back(Intern(RuleOfOp(s, op)));
     Use(Mech(Mechanism::kAllocator));
     for (const Val& v : s.vals) {
@@ -256,6 +259,7 @@ class Simulator {
   bool recomputing_ = false;
   std::vector<int> root_;
   std::vector<int> storage_of_val_;  // by root val
+  std::vector<int> param_index_;     // by val: index into Schedule::params, -1
   std::vector<bool> saved_root_;
   std::vector<int> last_use_;
   std::vector<std::vector<int>> release_;  // per op: values that die after it
