@@ -41,21 +41,6 @@ std::string Fixed(double v, int digits) {
   return buf;
 }
 
-Result<std::vector<Precision>> ParsePrecisionList(const std::string& text) {
-  if (text == "any")
-    return std::vector<Precision>{Precision::kAmpBf16, Precision::kAmpFp16, Precision::kFp32};
-  std::vector<Precision> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    auto p = ParsePrecision(item);
-    if (!p.ok()) return Status::Error("--precision: " + p.message());
-    out.push_back(p.value());
-  }
-  if (out.empty()) return Status::Error("--precision: empty list");
-  return out;
-}
-
 std::string Py(bool b) { return b ? "True" : "False"; }
 
 /// Python to paste into a training loop for candidate `c`.

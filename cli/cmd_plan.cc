@@ -2,6 +2,7 @@
 #include <chrono>
 #include <iostream>
 
+#include "cli/allocator_report.h"
 #include "cli/commands.h"
 #include "cli/files.h"
 #include "cli/format.h"
@@ -20,22 +21,26 @@ struct PlanArgs {
   std::string compare;  ///< A recorded run (memplan_torch trace) to compare with.
   size_t compare_rows = 20;
   std::vector<std::string> reports;
+  bool allocator_advice = false;
 };
 
 // One format of the plan (json and table with the --compare side when there
 // is one); md, junit and html reuse the check report with no budget.
 std::string RenderPlan(const std::string& format, const std::string& model, const ReportCase& c,
-                       const Result<RunTrace>& run, const Comparison& cmp, size_t rows) {
+                       const Result<RunTrace>& run, const Comparison& cmp, size_t rows,
+                       const AllocatorAdvice* advice) {
   const std::string title = "memplan plan: " + c.name;
   if (format == "json") {
     nlohmann::json j = PlanJson(model, c.plan);
     if (run.ok()) j["compare"] = ComparisonJson(cmp, run.value());
+    if (advice != nullptr) j["allocator_advice"] = AllocatorAdviceJson(*advice, c.plan.options);
     return j.dump(2) + "\n";
   }
   if (format == "md") return PlanMarkdown(model, c.plan);
   if (format == "junit") return CheckJUnit(title, {c});
   if (format == "html") return CheckHtml(title, {c});
   std::string out = PlanTable(model, c.plan);
+  if (advice != nullptr) out += AllocatorAdviceText(*advice, c.plan.options);
   if (run.ok()) out += ComparisonTable(cmp, run.value(), rows);
   return out;
 }
@@ -43,6 +48,17 @@ std::string RenderPlan(const std::string& format, const std::string& model, cons
 int RunPlan(const PlanArgs& a) {
   if (!a.compare.empty() && a.format != "table" && a.format != "json") {
     return Fail("--compare: works with --format table or json, not " + a.format);
+  }
+  if (a.allocator_advice) {
+    auto advisable = [](const std::string& f) { return f == "table" || f == "json"; };
+    bool ok = advisable(a.format);
+    for (const std::string& r : a.reports) {
+      auto f = FormatOfPath(r);
+      ok &= !f.ok() || advisable(f.value());
+    }
+    if (!ok)
+      return Fail(
+          "--allocator-advice: works with --format table or json (and such --report files)");
   }
   if (!a.timeline.empty()) {
     Status s = CheckOutputIsNotInput(a.timeline, {a.model.model, a.compare});
@@ -63,6 +79,17 @@ int RunPlan(const PlanArgs& a) {
   if (!plan.ok()) {
     return Fail(plan.message());
   }
+  AllocatorAdvice advice;
+  if (a.allocator_advice) {
+    auto g = LoadGraph(a.model.model);
+    auto b = ToBindings(a.model);
+    auto o = ToPlanOptions(a.plan);
+    if (!g.ok() || !b.ok() || !o.ok()) return Fail("--allocator-advice: the plan's inputs changed");
+    auto adv = AdviseAllocator(g.value(), b.value(), o.value());
+    if (!adv.ok()) return Fail(a.model.model + ": --allocator-advice: " + adv.message());
+    advice = adv.value();
+  }
+  const AllocatorAdvice* advice_ptr = a.allocator_advice ? &advice : nullptr;
   ReportCase c;
   c.model = c.file = a.model.model;
   c.plan = plan.value();
@@ -88,11 +115,11 @@ int RunPlan(const PlanArgs& a) {
     }
   }
   for (size_t i = 0; i < a.reports.size(); ++i) {
-    Status s = WriteFileAtomically(
-        a.reports[i], RenderPlan(formats[i], a.model.model, c, run, cmp, a.compare_rows));
+    Status s = WriteFileAtomically(a.reports[i], RenderPlan(formats[i], a.model.model, c, run, cmp,
+                                                            a.compare_rows, advice_ptr));
     if (!s.ok()) return Fail(s.message());
   }
-  std::cout << RenderPlan(a.format, a.model.model, c, run, cmp, a.compare_rows);
+  std::cout << RenderPlan(a.format, a.model.model, c, run, cmp, a.compare_rows, advice_ptr);
   return kExitOk;
 }
 
@@ -115,6 +142,9 @@ void AddPlanCommand(CLI::App* app, CliState* state) {
   cmd->add_option("--report", args->reports,
                   "Also writes the plan to FILE, in the format of its extension (.json, .md, "
                   ".xml = junit, .html, .txt = table; repeatable)");
+  cmd->add_flag("--allocator-advice", args->allocator_advice,
+                "Adds what expandable_segments, max_split_size_mb, empty_cache() and no_grad "
+                "evaluation change for this step (table and json)");
   cmd->callback([args, state] { state->exit_code = RunPlan(*args); });
 }
 

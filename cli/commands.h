@@ -20,6 +20,9 @@ void AddAdviseCommand(CLI::App* app, CliState* state);
 void AddCheckCommand(CLI::App* app, CliState* state);
 void AddProbeCommand(CLI::App* app, CliState* state);
 void AddValidateCommand(CLI::App* app, CliState* state);
+void AddSweepCommand(CLI::App* app, CliState* state);
+void AddCompareCommand(CLI::App* app, CliState* state);
+void AddEstimateCommand(CLI::App* app, CliState* state);
 
 }  // namespace memplan
 

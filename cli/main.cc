@@ -1,7 +1,7 @@
 // memplan: predicts the GPU memory of a PyTorch model from its ONNX export.
 #include <exception>
-#include <new>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -89,6 +89,9 @@ int main(int argc, char** argv) {
   memplan::AddCheckCommand(&app, &state);
   memplan::AddProbeCommand(&app, &state);
   memplan::AddValidateCommand(&app, &state);
+  memplan::AddSweepCommand(&app, &state);
+  memplan::AddCompareCommand(&app, &state);
+  memplan::AddEstimateCommand(&app, &state);
   app.footer("'memplan help COMMAND' (or 'memplan COMMAND --help') lists a command's options.");
 
   std::vector<std::string> args(argv + 1, argv + argc);

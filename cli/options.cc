@@ -1,7 +1,9 @@
 #include "cli/options.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 #include <utility>
 
 #include "cli/commands.h"
@@ -172,6 +174,67 @@ Result<PlanOptions> ToPlanOptions(const PlanFlags& f) {
   Status dist = CheckDistOptions(o.dist, o.mode);
   if (!dist.ok()) return dist;
   return o;
+}
+
+Result<std::vector<Precision>> ParsePrecisionList(const std::string& text) {
+  if (text == "any")
+    return std::vector<Precision>{Precision::kAmpBf16, Precision::kAmpFp16, Precision::kFp32};
+  std::vector<Precision> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    auto p = ParsePrecision(item);
+    if (!p.ok()) return Status::Error("--precision: " + p.message());
+    if (std::find(out.begin(), out.end(), p.value()) == out.end()) out.push_back(p.value());
+  }
+  if (out.empty()) return Status::Error("--precision: empty list");
+  return out;
+}
+
+void AddBudgetFlags(CLI::App* cmd, BudgetFlags* f) {
+  cmd->add_option("--budget", f->budget, "Device memory to fit in: 24GiB, 24GB, 24000MiB");
+  cmd->add_option("--device", f->device,
+                  "A device preset (h100-sxm, a100-40gb, rtx-4090, ...): its memory, context "
+                  "and speed");
+  cmd->add_option("--margin", f->margin, "Share of the budget kept free, in percent (default 5)");
+  cmd->add_option("--reserve", f->reserve,
+                  "CUDA context and library memory outside PyTorch (default: the device's, "
+                  "else 767MiB)");
+}
+
+Result<BudgetChoice> ToBudget(const BudgetFlags& f) {
+  BudgetChoice b;
+  b.device = *FindDevice("h100-sxm");
+  if (!f.device.empty()) {
+    const DevicePreset* preset = FindDevice(f.device);
+    if (preset == nullptr) {
+      std::string names;
+      for (const DevicePreset& d : ListDevices()) names += (names.empty() ? "" : ", ") + d.name;
+      return Status::Error("--device '" + f.device + "': unknown device (known: " + names + ")");
+    }
+    b.device = *preset;
+    b.device_label = preset->display;
+    b.budget_bytes = preset->memory_bytes;
+    b.context_bytes = preset->context_bytes;
+  }
+  if (!f.budget.empty()) {
+    auto v = ParseSize(f.budget);
+    if (!v.ok()) return Status::Error("--budget: " + v.message());
+    if (v.value() <= 0) return Status::Error("--budget: must be positive");
+    b.budget_bytes = v.value();
+  }
+  if (!f.reserve.empty()) {
+    auto c = ParseSize(f.reserve);
+    if (!c.ok()) return Status::Error("--reserve: " + c.message());
+    b.context_bytes = c.value();
+  }
+  auto margin = ParsePercent("--margin", f.margin);
+  if (!margin.ok()) return margin.status();
+  if (!(margin.value() >= 0 && margin.value() < 1)) {
+    return Status::Error("--margin: must be from 0 to below 100 %");
+  }
+  b.margin = margin.value();
+  return b;
 }
 
 Result<Graph> LoadGraph(const std::string& path) {

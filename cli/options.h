@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/devices.h"
 #include "planner/graph.h"
 #include "planner/plan.h"
 #include "planner/plan_model.h"
@@ -58,6 +59,32 @@ void AddFormatFlag(CLI::App* cmd, std::string* format, const std::vector<std::st
 Result<ShapeBindings> ToBindings(const ModelFlags& f);
 /// Parses the plan flags.
 Result<PlanOptions> ToPlanOptions(const PlanFlags& f);
+
+/// "any" (amp_bf16, amp_fp16, fp32) or a comma list of precisions.
+Result<std::vector<Precision>> ParsePrecisionList(const std::string& text);
+
+/// --budget / --device / --margin / --reserve, as advise, sweep and compare
+/// read them.
+struct BudgetFlags {
+  std::string budget;
+  std::string device;
+  std::string margin = "5";
+  std::string reserve;
+};
+/// Adds --budget, --device, --margin, --reserve to `cmd`.
+void AddBudgetFlags(CLI::App* cmd, BudgetFlags* f);
+/// The budget the flags give: a --device preset's memory (or --budget),
+/// its context (or --reserve, else the default); budget 0 without either.
+/// `device` is set to the preset (the H100 SXM as a reference without one)
+/// and `device_label` to its name ("" without one).
+struct BudgetChoice {
+  int64_t budget_bytes = 0;
+  double margin = 0.05;
+  int64_t context_bytes = kDefaultContextBytes;
+  std::string device_label;
+  DevicePreset device;
+};
+Result<BudgetChoice> ToBudget(const BudgetFlags& f);
 
 /// Imports the model file (no shapes yet).
 Result<Graph> LoadGraph(const std::string& path);

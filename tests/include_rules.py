@@ -33,7 +33,7 @@ STAGE_OF = {
     "plan_model": "simulation", "simulator": "simulation", "peaks": "simulation",
     "timeline": "simulation", "kernels": "simulation", "plan_step": "simulation",
     "distributed": "simulation",
-    "checkpoint": "schedule", "devices": "advice", "advisor": "advice",
+    "checkpoint": "schedule", "devices": "advice", "advisor": "advice", "whatif": "advice",
 }
 # Headers outside the standard library that a folder may not include.
 FOREIGN = re.compile(r"^(google/|onnx|cuda|cublas|cudnn|CLI/|nlohmann/|gtest/|gmock/)")
