@@ -75,11 +75,13 @@ std::vector<std::string> AllocatorRecommendations(const AllocatorAdvice& a, cons
     out.push_back(l);
   }
   if (o.mode == Mode::kTrain) {
-    out.push_back("evaluation under torch.no_grad() or inference_mode(): allocated peak " +
-                  FormatBytes(a.eval_no_grad_allocated) + ", against " +
+    out.push_back("evaluation under torch.inference_mode(): allocated peak " +
+                  FormatBytes(a.eval_inference_mode_allocated) + " (under torch.no_grad() " +
+                  FormatBytes(a.eval_no_grad_allocated) +
+                  ": autocast keeps its weight cache), against " +
                   FormatBytes(a.forward_train_mode_allocated) +
                   " for a train-mode forward with autograd on (" +
-                  Delta(a.eval_no_grad_allocated - a.forward_train_mode_allocated) + ")");
+                  Delta(a.eval_inference_mode_allocated - a.forward_train_mode_allocated) + ")");
   }
   return out;
 }
@@ -116,6 +118,7 @@ nlohmann::json AllocatorAdviceJson(const AllocatorAdvice& a, const PlanOptions& 
     j["empty_cache"]["next_step_reserved_bytes"] = a.next_step_reserved;
     j["evaluation"] = {{"persistent_bytes", a.persistent_bytes},
                        {"no_grad_allocated_bytes", a.eval_no_grad_allocated},
+                       {"inference_mode_allocated_bytes", a.eval_inference_mode_allocated},
                        {"train_mode_forward_allocated_bytes", a.forward_train_mode_allocated}};
   }
   j["recommendations"] = AllocatorRecommendations(a, o);

@@ -203,6 +203,9 @@ struct PlanOptions {
   Fp32ConvCopies fp32_conv = Fp32ConvCopies::kBoth;
   InPlace inplace = InPlace::kBoth;
   DistOptions dist;  ///< Several GPUs; the default is one process alone.
+  /// Inference under torch.no_grad() rather than inference_mode(): autocast
+  /// keeps one low-precision copy of each weight until the forward ends.
+  bool no_grad_weight_cache = false;
 };
 
 }  // namespace memplan

@@ -149,7 +149,10 @@ void Simulator::Forward(bool grad_mode) {
     RunKernel(i, grad_mode,
               !op.in.empty() && op.in[0] >= 0 && last_use_[op.in[0]] == static_cast<int>(i),
               grad_mode && !checkpointed ? static_cast<int>(i) : -1);
-    if (grad_mode) {
+    // Autocast keeps its weight cache while gradients are recorded, and under
+    // torch.no_grad() too (parameters still require grad); inference_mode
+    // does not cache (aten/src/ATen/autocast_mode.cpp, cached_cast).
+    if (grad_mode || o_.no_grad_weight_cache) {
       if (op.hold_to_forward_end) {
         for (int v : op.out) {
           if (v >= 0) {
@@ -538,6 +541,8 @@ void Simulator::Iteration(bool first) {
   const size_t e0 = events.size();
   if (o_.mode == Mode::kInference) {
     Forward(false);
+    for (int st : held_) Unref(st);  // leaving autocast
+    held_.clear();
     if (s_.logits >= 0) Unref(ValStorage(s_.logits));
   } else {
     Forward(true);

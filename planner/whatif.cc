@@ -301,10 +301,14 @@ Result<AllocatorAdvice> AdviseAllocator(const Graph& graph, const ShapeBindings&
     PlanOptions inf = options;
     inf.keep_events = false;
     inf.mode = Mode::kInference;
-    auto eval = planner.PlanStep(bindings, inf);
-    if (!eval.ok()) return eval.status();
-    const int64_t rest = eval->timeline.empty() ? 0 : eval->timeline.back().allocated_end;
-    a.eval_no_grad_allocated = a.persistent_bytes + (eval->peak.allocated_bytes - rest);
+    for (bool no_grad : {false, true}) {
+      inf.no_grad_weight_cache = no_grad;
+      auto eval = planner.PlanStep(bindings, inf);
+      if (!eval.ok()) return eval.status();
+      const int64_t rest = eval->timeline.empty() ? 0 : eval->timeline.back().allocated_end;
+      const int64_t at = a.persistent_bytes + (eval->peak.allocated_bytes - rest);
+      (no_grad ? a.eval_no_grad_allocated : a.eval_inference_mode_allocated) = at;
+    }
   }
   return a;
 }

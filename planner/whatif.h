@@ -121,10 +121,12 @@ struct AllocatorAdvice {
   /// Training: what stays allocated between steps (parameters, optimizer
   /// state, workspaces, the batch).
   int64_t persistent_bytes = 0;
-  /// An evaluation forward during training: under no_grad / inference_mode
-  /// (persistent + what an inference pass rises by) against a train-mode
-  /// forward with autograd on (the step's forward before the loss).
+  /// An evaluation forward during training: under no_grad (autocast keeps its
+  /// weight cache) and inference_mode (it does not), each persistent + what
+  /// that inference pass rises by, against a train-mode forward with autograd
+  /// on (the step's forward before the loss).
   int64_t eval_no_grad_allocated = 0;
+  int64_t eval_inference_mode_allocated = 0;  ///< No autocast weight cache.
   int64_t forward_train_mode_allocated = 0;
 };
 

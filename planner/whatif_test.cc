@@ -207,3 +207,29 @@ TEST(WhatIf, AllocatorAdviceFiguresArePlans) {
 
 }  // namespace
 }  // namespace memplan
+
+namespace memplan {
+namespace {
+
+TEST(WhatIf, NoGradKeepsTheAutocastWeightCache) {
+  const Graph g = DeepMlp();
+  ShapeBindings b;
+  b.batch = 1;
+  PlanOptions o;
+  o.mode = Mode::kInference;
+  o.precision = Precision::kAmpBf16;
+  auto inference_mode = PlanModel(g, b, o);
+  o.no_grad_weight_cache = true;
+  auto no_grad = PlanModel(g, b, o);
+  ASSERT_TRUE(inference_mode.ok() && no_grad.ok());
+  // Under no_grad the bf16 copies of all three weights are alive at the end
+  // of the forward (with the fp32 weights); inference_mode frees each after use.
+  const int64_t fp32_weights = (256 * 1024 + 1024 * 1024 + 1024 * 10) * 4;
+  EXPECT_GE(no_grad->peak.allocated_bytes, fp32_weights + fp32_weights / 2);
+  EXPECT_GT(no_grad->peak.allocated_bytes, inference_mode->peak.allocated_bytes);
+  // A second pass starts where the first did: the cache is dropped.
+  EXPECT_EQ(no_grad->timeline.back().allocated_end, inference_mode->timeline.back().allocated_end);
+}
+
+}  // namespace
+}  // namespace memplan
