@@ -19,6 +19,9 @@ of about 1.1 B parameters.
                                   the decoder layers becomes Linear4bit
       Prints one JSON line: trainable and total parameters, bytes after load,
       per step fwd/bwd/step peaks (absolute max_memory_allocated), reserved.
+  python3 bench/finetune.py measure NAME BATCH PRECISION MODE CAP_GIB
+      the same under torch.cuda.set_per_process_memory_fraction(CAP_GIB GiB /
+      the device's total): an out-of-memory error is the row's `error`.
 """
 import json
 import os
@@ -76,8 +79,11 @@ def export(name, outdir):
     families.export(name, outdir)
 
 
-def measure(name, batch, prec, mode):
+def measure(name, batch, prec, mode, cap_gib=None):
     build, inputs, _, _, loss_kind, *_ = families.MODELS[name]
+    if cap_gib is not None:
+        total = torch.cuda.mem_get_info()[1]
+        torch.cuda.set_per_process_memory_fraction(min(1.0, cap_gib * (1 << 30) / total))
     torch.manual_seed(0)
     model = build()
     if prec == "bf16" or mode.startswith("qlora"):
@@ -89,7 +95,7 @@ def measure(name, batch, prec, mode):
     if prec == "bf16":
         xs = tuple(x.to(torch.bfloat16) if x.is_floating_point() else x for x in xs)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    rec = dict(model=name, batch=batch, precision=prec, mode=mode,
+    rec = dict(model=name, batch=batch, precision=prec, mode=mode, cap_gib=cap_gib,
                trainable=sum(p.numel() for p in trainable),
                total=sum(p.numel() for p in model.parameters()),
                param_bytes=torch.cuda.memory_allocated())
@@ -123,8 +129,9 @@ if __name__ == "__main__":
         export(sys.argv[2], sys.argv[3])
     else:
         name, batch, prec, mode = sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+        cap = float(sys.argv[6]) if len(sys.argv) > 6 else None
         try:
-            measure(name, batch, prec, mode)
+            measure(name, batch, prec, mode, cap)
         except Exception as e:  # noqa: BLE001 - one row says what failed
-            print(json.dumps(dict(model=name, batch=batch, precision=prec, mode=mode,
+            print(json.dumps(dict(model=name, batch=batch, precision=prec, mode=mode, cap_gib=cap,
                                   error=f"{type(e).__name__}: {str(e)[:300]}")), flush=True)

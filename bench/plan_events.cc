@@ -7,12 +7,16 @@
 //
 // The last two pick one variant of what the export does not say (the fp32
 // cuDNN engine kind, in-place activations); by default the plan's own choice.
+// MEMPLAN_LORA=SPEC and MEMPLAN_WEIGHTS=FORMAT in the environment add --lora
+// and --weights.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <unordered_map>
 
 #include "onnx_import/importer.h"
 #include "planner/allocator_sim.h"
+#include "planner/finetune.h"
 #include "planner/plan.h"
 #include "planner/plan_model.h"
 
@@ -56,6 +60,17 @@ int main(int argc, char** argv) {
     const std::string inplace = argv[6];
     if (inplace != "on" && inplace != "off") return Fail("unknown in-place '" + inplace + "'");
     options->inplace = inplace == "on" ? memplan::InPlace::kOn : memplan::InPlace::kOff;
+  }
+  // MEMPLAN_LORA / MEMPLAN_WEIGHTS: a --lora spec and a --weights format.
+  if (const char* lora = std::getenv("MEMPLAN_LORA")) {
+    auto l = memplan::ParseLora(lora);
+    if (!l.ok()) return Fail(l.message());
+    options->lora = l.value();
+  }
+  if (const char* w = std::getenv("MEMPLAN_WEIGHTS")) {
+    auto f = memplan::ParseEnum<memplan::WeightFormat>(w);
+    if (!f.ok()) return Fail(f.message());
+    options->weights = f.value();
   }
   auto plan = memplan::PlanModel(loaded.value(), bindings, options.value());
   if (!plan.ok()) return Fail(plan.message());

@@ -540,6 +540,11 @@ int RunAdvise(const AdviseArgs& args) {
   } else if (r.base.dist.strategy != ParallelStrategy::kSingle) {
     r.strategies = {r.base.dist.strategy};
   }
+  // A quantized base computes in its half dtype (QLoRA: model.to(bfloat16),
+  // Linear4bit compute_dtype bfloat16): "any" means the whole-model casts.
+  if (args.precision == "any" && r.base.weights != WeightFormat::kNative) {
+    r.precisions = {Precision::kBf16, Precision::kFp16};
+  }
   r.checkpoint = args.checkpoint == "auto";
   // Bounded so that micro-batch x steps cannot overflow.
   constexpr int64_t kMaxGlobalBatch = int64_t{1} << 40;

@@ -105,7 +105,8 @@ Result<std::vector<CheckSpec>> SpecsOf(const CheckArgs& a, std::string* metric_n
     }
     for (const char* flag : {"--batch", "--dim", "--mode", "--precision", "--optimizer",
                              "--attention", "--loss", "--step", "--allocator", "--reserve",
-                             "--checkpoint", "--budget", "--device", "--margin"}) {
+                             "--checkpoint", "--freeze", "--train-only", "--lora", "--weights",
+                             "--budget", "--device", "--margin"}) {
       if (a.cmd->count(flag) > 0) {
         return Status::Error(std::string(flag) + " cannot be combined with --config (set it in " +
                              a.config + ")");

@@ -10,6 +10,7 @@
 #include "cli/format.h"
 #include "cli/options.h"
 #include "planner/checkpoint.h"
+#include "planner/finetune.h"
 #include "planner/params.h"
 
 namespace memplan {
@@ -102,6 +103,13 @@ int RunInspect(const InspectArgs& a) {
     for (int id : g.outputs) j["outputs"].push_back(TensorJson(g.tensors[id]));
     j["parameters"] = {{"count", params.parameter_count}, {"bytes", params.parameter_bytes}};
     j["buffers"] = {{"count", params.buffer_count}, {"bytes", params.buffer_bytes}};
+    nlohmann::json by_format = {{"fp32", ParameterBytesAs(g, roles, WeightFormat::kNative, 4)},
+                                {"bf16", ParameterBytesAs(g, roles, WeightFormat::kNative, 2)}};
+    for (WeightFormat f :
+         {WeightFormat::kInt8, WeightFormat::kFp8, WeightFormat::kNf4, WeightFormat::kInt4}) {
+      by_format[EnumName(f)] = ParameterBytesAs(g, roles, f, 2);
+    }
+    j["weight_bytes_by_format"] = by_format;
     nlohmann::json plist = nlohmann::json::array();
     for (int id : params.parameters) plist.push_back(TensorJson(g.tensors[id]));
     j["parameter_tensors"] = plist;
@@ -138,8 +146,15 @@ int RunInspect(const InspectArgs& a) {
   std::cout << "\nparameters  " << FormatCount(params.parameter_count) << " ("
             << FormatBytes(params.parameter_bytes) << ") in " << params.parameters.size()
             << " tensors\nbuffers     " << FormatCount(params.buffer_count) << " ("
-            << FormatBytes(params.buffer_bytes) << ") in " << params.buffers.size()
-            << " tensors\n\nops\n";
+            << FormatBytes(params.buffer_bytes) << ") in " << params.buffers.size() << " tensors\n";
+  std::cout << "weights as    fp32 "
+            << FormatBytes(ParameterBytesAs(g, roles, WeightFormat::kNative, 4)) << ", bf16 "
+            << FormatBytes(ParameterBytesAs(g, roles, WeightFormat::kNative, 2));
+  for (WeightFormat f :
+       {WeightFormat::kInt8, WeightFormat::kFp8, WeightFormat::kNf4, WeightFormat::kInt4}) {
+    std::cout << ", " << EnumName(f) << " " << FormatBytes(ParameterBytesAs(g, roles, f, 2));
+  }
+  std::cout << "  (--weights: Linear weights but the output layer; the rest bf16)\n\nops\n";
   for (const auto& kv : histogram) std::cout << "  " << kv.first << " " << kv.second << "\n";
   std::cout << "\nmodules (--checkpoint takes these paths, or a dotted suffix of one)\n";
   if (modules.empty()) std::cout << "  none recorded by the exporter\n";

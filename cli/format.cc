@@ -227,9 +227,11 @@ nlohmann::json PlanJson(const std::string& model, const Plan& plan) {
     j["first_step"] = PeakJson(plan.first_step, true);
     j["steady"] = PeakJson(plan.steady, true);
   }
-  j["parameters"] = {{"count", plan.parameter_count},
-                     {"bytes", plan.parameter_bytes},
-                     {"buffer_bytes", plan.buffer_bytes}};
+  j["parameters"] = {
+      {"count", plan.parameter_count},          {"bytes", plan.parameter_bytes},
+      {"buffer_bytes", plan.buffer_bytes},      {"frozen_count", plan.frozen_count},
+      {"lora_count", plan.lora_count},          {"weights", EnumName(plan.options.weights)},
+      {"quantized_bytes", plan.quantized_bytes}};
   j["flops"] = {{"forward", plan.forward_flops},
                 {"backward", plan.backward_flops},
                 {"recompute", plan.recompute_flops}};
@@ -279,6 +281,18 @@ std::string ConfigDetails(const Plan& plan) {
       }
     }
   }
+  // What fine-tuning was planned, as given.
+  auto list = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + v[i];
+    return out;
+  };
+  if (!o.freeze.empty()) s += "; frozen " + list(o.freeze);
+  if (!o.train_only.empty()) s += "; trained only " + list(o.train_only);
+  if (o.lora.r > 0) {
+    s += "; LoRA r=" + std::to_string(o.lora.r) + " on " + list(o.lora.targets);
+  }
+  if (o.weights != WeightFormat::kNative) s += std::string("; weights ") + EnumName(o.weights);
   return s + "\n";
 }
 
@@ -362,8 +376,18 @@ std::string PlanTable(const std::string& model, const Plan& plan) {
     os << line;
   }
   os << RankTable(plan);
-  os << "\n  parameters " << FormatCount(plan.parameter_count) << " ("
-     << FormatBytes(plan.parameter_bytes) << ")";
+  os << "\n  parameters " << FormatCount(plan.parameter_count);
+  if (plan.frozen_count > 0 || plan.lora_count > 0) {
+    os << " trained";
+    if (plan.lora_count > 0) os << " (LoRA " << FormatCount(plan.lora_count) << ")";
+    os << ", " << FormatCount(plan.frozen_count) << " frozen";
+  }
+  os << " (" << FormatBytes(plan.parameter_bytes);
+  if (plan.quantized_bytes > 0) {
+    os << ", of which " << EnumName(plan.options.weights) << " Linear weights "
+       << FormatBytes(plan.quantized_bytes);
+  }
+  os << ")";
   if (plan.buffer_bytes > 0) os << ", buffers " << FormatBytes(plan.buffer_bytes);
   os << "\n";
   if (o.mode == Mode::kTrain) {

@@ -11,6 +11,7 @@
 #include "cli/format.h"
 #include "onnx_import/importer.h"
 #include "planner/distributed.h"
+#include "planner/finetune.h"
 #include "planner/plan_model.h"
 
 namespace memplan {
@@ -44,6 +45,19 @@ void AddSharedPlanFlags(CLI::App* cmd, PlanFlags* f) {
       ->check(Allowed<Loss>());
   cmd->add_option("--allocator", f->allocator, "default or expandable (expandable_segments)")
       ->check(Allowed<AllocatorKind>());
+  cmd->add_option("--freeze", f->freeze,
+                  "Parameters kept frozen: module paths (or dotted suffixes) or regexes searched "
+                  "in parameter names (repeatable, or comma-separated)")
+      ->delimiter(',');
+  cmd->add_option("--train-only", f->train_only,
+                  "The only parameters trained (as --freeze names them); the rest is frozen")
+      ->delimiter(',');
+  cmd->add_option("--lora", f->lora,
+                  "LoRA adapters as PEFT adds them, base frozen: r=R[,alpha=A,dropout=P,"
+                  "targets=NAME,...] (default dropout 0.05, targets q_proj,v_proj)");
+  cmd->add_option("--weights", f->weights,
+                  "Storage of the frozen Linear weights: native, int8, nf4 (QLoRA), int4, fp8")
+      ->check(Allowed<WeightFormat>());
 }
 
 void AddPlanFlags(CLI::App* cmd, PlanFlags* f, bool with_mode) {
@@ -173,6 +187,15 @@ Result<PlanOptions> ToPlanOptions(const PlanFlags& f) {
   }
   Status dist = CheckDistOptions(o.dist, o.mode);
   if (!dist.ok()) return dist;
+  o.freeze = f.freeze;
+  o.train_only = f.train_only;
+  Status w = ParseFlag(f.weights, &o.weights);
+  if (!w.ok()) return w;
+  if (!f.lora.empty()) {
+    auto l = ParseLora(f.lora);
+    if (!l.ok()) return l.status();
+    o.lora = l.value();
+  }
   return o;
 }
 

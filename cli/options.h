@@ -38,6 +38,10 @@ struct PlanFlags {
   std::string strategy;                 ///< --strategy; "" = single (one rank).
   std::vector<std::string> fsdp_units;  ///< --fsdp-units.
   std::string reshard_after_forward;    ///< --reshard-after-forward on|off; "" = on.
+  std::vector<std::string> freeze;      ///< Module paths or parameter-name regexes.
+  std::vector<std::string> train_only;  ///< The same; everything else is frozen.
+  std::string lora;                     ///< "r=16,alpha=32,dropout=0.05,targets=q_proj,v_proj"
+  std::string weights = "native";       ///< Frozen Linear weights: native, int8, nf4, int4, fp8.
 };
 
 /// Adds MODEL, --batch and --dim to `cmd`.

@@ -106,6 +106,23 @@ struct EnumTable<Switch> {
   static constexpr EnumEntry<Switch> kEntries[] = {{Switch::kOn, "on"}, {Switch::kOff, "off"}};
 };
 
+/// How the frozen base's Linear weights are stored: as the model's dtype, or
+/// quantized (weight-only): bitsandbytes LLM.int8 (int8 + an fp32 scale per
+/// output row), NF4 with double quantization (4 bits + an 8-bit absmax per
+/// 64-weight block, an fp32 scale per 256 blocks), 4-bit with an fp32 absmax
+/// per 64-weight block (int4), float8 e4m3 with one fp32 scale per tensor.
+enum class WeightFormat { kNative, kInt8, kNf4, kInt4, kFp8 };
+
+template <>
+struct EnumTable<WeightFormat> {
+  static constexpr const char* kOption = "weights";
+  static constexpr EnumEntry<WeightFormat> kEntries[] = {{WeightFormat::kNative, "native"},
+                                                         {WeightFormat::kInt8, "int8"},
+                                                         {WeightFormat::kNf4, "nf4"},
+                                                         {WeightFormat::kInt4, "int4"},
+                                                         {WeightFormat::kFp8, "fp8"}};
+};
+
 /// The name of `v` in its table ("?" for a value missing from the table,
 /// which options_test rules out).
 template <typename E>
@@ -187,6 +204,15 @@ struct DistOptions {
   bool reshard_after_forward = true;  ///< FSDP2 fully_shard(reshard_after_forward=...).
 };
 
+/// LoRA adapters as PEFT's lora.Linear adds them (r = 0: none).
+struct LoraOptions {
+  int64_t r = 0;
+  double alpha = -1;      ///< -1: 2 r (the scaling does not change memory).
+  double dropout = 0.05;  ///< 0: PEFT uses nn.Identity (no mask, no copy).
+  /// Module-name suffixes of the Linear layers adapted (PEFT target_modules).
+  std::vector<std::string> targets = {"q_proj", "v_proj"};
+};
+
 /// How the step is run.
 struct PlanOptions {
   Mode mode = Mode::kInference;
@@ -206,6 +232,13 @@ struct PlanOptions {
   /// Inference under torch.no_grad() rather than inference_mode(): autocast
   /// keeps one low-precision copy of each weight until the forward ends.
   bool no_grad_weight_cache = false;
+  /// Fine-tuning (see finetune.h): parameters frozen (module paths or name
+  /// regexes), or the only ones trained; LoRA adapters; the frozen Linear
+  /// weights' storage.
+  std::vector<std::string> freeze;
+  std::vector<std::string> train_only;
+  LoraOptions lora;
+  WeightFormat weights = WeightFormat::kNative;
 };
 
 }  // namespace memplan

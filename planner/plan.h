@@ -39,7 +39,7 @@ struct Breakdown {
 struct TimelinePoint {
   int step = 0;  ///< Op index in the schedule.
   Phase phase = Phase::kForward;
-  std::string node;       ///< Node label.
+  std::string node;  ///< Node label.
   /// At the step's highest moment (an op's workspace and temporaries come and
   /// go inside the step): allocated bytes per category, memory_allocated.
   Breakdown live;
@@ -150,8 +150,13 @@ struct Plan {
   int64_t batch = 0;
   std::string batch_symbol;             ///< "" when the model has none.
   std::map<std::string, int64_t> dims;  ///< Every symbol bound, the batch's included.
-  int64_t parameter_count = 0;  ///< Trainable parameters.
-  int64_t parameter_bytes = 0;  ///< As stored on the GPU (after casting).
+  int64_t parameter_count = 0;          ///< Trainable parameters (LoRA adapters included).
+  int64_t frozen_count = 0;             ///< Parameters kept fixed (fine-tuning).
+  int64_t lora_count = 0;               ///< LoRA adapter parameters.
+  /// As stored on the GPU (after casting; quantized weights packed, with
+  /// their quantization state), frozen ones included.
+  int64_t parameter_bytes = 0;
+  int64_t quantized_bytes = 0;  ///< Of which quantized weights and their state.
   int64_t buffer_bytes = 0;     ///< Non-trainable initializers.
   Peak peak;                    ///< The configured step (steady or first).
   Peak first_step;              ///< Train: the first step (state created).

@@ -28,7 +28,15 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
   }
   plan.warnings = s.warnings;
   plan.parameter_count = s.parameter_count;
+  plan.frozen_count = s.frozen_count;
+  plan.lora_count = s.lora_count;
   for (int p : s.params) plan.parameter_bytes += s.vals[p].bytes;
+  for (const auto& [v, q] : s.quantized) {
+    int64_t b = s.vals[v].bytes;
+    for (int64_t x : q.state_bytes) b += x;
+    plan.quantized_bytes += b;
+    plan.parameter_bytes += b - s.vals[v].bytes;
+  }
   for (int b : s.buffers) plan.buffer_bytes += s.vals[b].bytes;
   plan.context_bytes = options.context_bytes >= 0 ? options.context_bytes : kDefaultContextBytes;
   if (options.mode == Mode::kTrain && g.eval_mode_hint) {

@@ -223,7 +223,12 @@ class Builder {
     if (IsWholeCast(o_.precision) && IsFloat(graph_dtype)) return HalfType(o_.precision);
     return graph_dtype;
   }
-  void InitVals();
+  void InitVals(const std::vector<InitRole>& roles);
+  /// bitsandbytes' dequantization of a quantized weight `v` before its
+  /// matmul: a weight-sized tensor in the compute dtype, freed after it.
+  int Dequantize(int v, const std::string& label);
+  /// PEFT lora.Linear around layer `l`, whose base output is made.
+  void AppendLora(const LinearLayer& l);
   void AddNode(int ni);
   void ProcessNode(int ni);
   bool IsLinearBias(int ni, std::vector<int>& in) const;
@@ -260,10 +265,12 @@ class Builder {
   std::map<int, FusedRegion> fused_;        // keyed by the last node
   std::set<int> rms_pow_nodes_;             // RMSNorm: the mean-square Pow
   std::set<int> rms_weight_muls_;           // RMSNorm: the Mul by the weight
+  FineTuneSetup ft_;
+  std::map<int, LinearLayer> lora_at_;  // keyed by the layer's end node
+  std::map<int, int> dequant_of_;       // dequantized val -> quantized weight
 };
 
-void Builder::InitVals() {
-  const std::vector<InitRole> roles = ClassifyInitializers(g_);
+void Builder::InitVals(const std::vector<InitRole>& roles) {
   s_.vals.resize(g_.tensors.size());
   val_of_.resize(g_.tensors.size());
   for (size_t i = 0; i < g_.tensors.size(); ++i) {
@@ -278,7 +285,12 @@ void Builder::InitVals() {
     if (t.kind == TensorKind::kInitializer) {
       if (roles[i] == InitRole::kParameter) {
         v.is_param = true;
-        v.requires_grad = o_.mode == Mode::kTrain;
+        v.requires_grad = o_.mode == Mode::kTrain && !ft_.frozen[i];
+        if (ft_.quantized[i] && t.shape.size() == 2) {
+          const QuantizedWeight q = QuantizedWeightBytes(o_.weights, t.shape[0], t.shape[1]);
+          v.bytes = q.data_bytes;
+          s_.quantized[static_cast<int>(i)] = q;
+        }
       } else {
         v.is_buffer = true;
       }
@@ -289,7 +301,7 @@ void Builder::InitVals() {
       s_.params.push_back(id);
       int64_t n = 0;
       CheckedNumel(g_.tensors[id].shape, &n);
-      s_.parameter_count += n;
+      (ft_.frozen[id] ? s_.frozen_count : s_.parameter_count) += n;
     } else if (IsFloat(g_.tensors[id].dtype) && s_.vals[id].bytes > 0) {
       s_.buffers.push_back(id);
     }
@@ -547,13 +559,24 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
   const bool amp = IsAmp(o_.precision);
   const DType half = HalfType(o_.precision);
   const Autocast ac = def ? def->autocast : Autocast::kPassthrough;
+  // Quantized weights are dequantized for the matmul (bitsandbytes).
+  std::vector<int> dequantized;
+  for (int& v : in) {
+    if (v >= 0 && !s_.quantized.empty() && s_.quantized.count(Root(v))) {
+      v = Dequantize(v, label);
+      dequantized.push_back(v);
+    }
+  }
   // Autocast input casts.
   if (amp && (ac == Autocast::kLowPrecision || ac == Autocast::kFp32)) {
     for (size_t i = 0; i < in.size(); ++i) {
       if (in[i] < 0 || !IsFloat(s_.vals[in[i]].dtype)) continue;
       const DType have = s_.vals[in[i]].dtype;
       if (ac == Autocast::kLowPrecision && have == DType::kFloat) {
-        const bool weight = s_.vals[Root(in[i])].is_param;
+        // cached_cast (aten/src/ATen/autocast_mode.cpp) caches the copy of a
+        // leaf that requires grad only: a frozen weight is cast at each use.
+        const Val& root = s_.vals[Root(in[i])];
+        const bool weight = root.is_param && root.requires_grad;
         in[i] = CastVal(in[i], half, weight, "autocast(" + label + ")");
       } else if (ac == Autocast::kFp32 && IsHalf(have)) {
         in[i] = CastVal(in[i], DType::kFloat, false, "autocast(" + label + ")");
@@ -706,6 +729,23 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
         if (CheckedNumel(s_.vals[v].shape, &numel)) op.flops = SatAdd(op.flops, numel);
       }
     }
+  }
+  if (!dequantized.empty()) {
+    // MatMul4Bit keeps the packed weight, not the dequantized one, and
+    // dequantizes it again for grad_A (bitsandbytes autograd/_functions.py).
+    int64_t again = 0;
+    for (int d : dequantized) {
+      again = SatAdd(again, s_.vals[d].bytes);
+      again = SatAdd(again, s_.quantized[dequant_of_[d]].dequant_scratch_bytes);
+      std::vector<SavedRef> kept;
+      for (const SavedRef& r : op.saved) {
+        if (r.val != d) kept.push_back(r);
+      }
+      op.saved = kept;
+    }
+    bool grad = false;
+    for (bool gi : op.grad_in) grad = grad || gi;
+    if (grad) op.bwd_workspace = SatAdd(op.bwd_workspace, again);
   }
   s_.ops.push_back(op);
 }
@@ -1281,8 +1321,127 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
   s_.ops.push_back(op);
 }
 
+int Builder::Dequantize(int v, const std::string& label) {
+  const int root = Root(v);
+  const QuantizedWeight& q = s_.quantized[root];
+  const Val& w = s_.vals[v];
+  Val d;
+  d.name = s_.vals[root].name + ":dequantized";
+  d.shape = w.shape;
+  d.strides = w.strides.size() == w.shape.size() ? w.strides : ContiguousStrides(w.shape);
+  // bitsandbytes dequantizes to the input's dtype (Linear4bit's compute
+  // dtype); under autocast the half type.
+  d.dtype = IsAmp(o_.precision) ? HalfType(o_.precision) : RunDtype(g_.tensors[root].dtype);
+  d.bytes = BytesOf(d.shape, d.dtype);
+  const int dv = NewVal(d);
+  dequant_of_[dv] = root;
+  ExecOp op;
+  op.label = "dequantize(" + s_.vals[root].name + ") for " + label;
+  op.op_type = "dequantize";
+  op.in = {v};
+  op.out = {dv};
+  op.grad_in = {false};
+  op.fwd_workspace = q.dequant_scratch_bytes;
+  int64_t numel = 0;
+  CheckedNumel(d.shape, &numel);
+  op.flops = numel;
+  s_.ops.push_back(op);
+  return dv;
+}
+
+// PEFT's lora.Linear.forward (src/peft/tuners/lora/layer.py), one adapter,
+// not merged: result = base_layer(x); x = x.to(lora_A.weight.dtype);
+// result = result + lora_B(lora_A(dropout(x))) * scaling;
+// result.to(the base result's dtype). The adapters are fp32 whatever the
+// base's dtype (cast_adapter_dtype, autocast_adapter_dtype=True), A is
+// [r, in], B [out, r]. Autograd keeps the dropout mask, lora_A's input
+// (for A's gradient) and lora_B's input (for B's); the scalar multiply and
+// the add keep nothing (derivatives.yaml: mul.Scalar, add.Tensor).
+void Builder::AppendLora(const LinearLayer& l) {
+  const Node& mm = g_.nodes[l.matmul];
+  const Node& end = g_.nodes[l.end_node];
+  if (mm.inputs.empty() || mm.inputs[0] < 0 || end.outputs.empty() || end.outputs[0] < 0) return;
+  const int y_t = end.outputs[0];
+  const int base = val_of_[y_t];
+  int cur = val_of_[mm.inputs[0]];
+  const std::vector<int64_t> xs = s_.vals[cur].shape;
+  if (xs.empty() || s_.vals[base].shape.empty()) return;
+  const int64_t r = o_.lora.r;
+  auto param = [&](const std::string& name, std::vector<int64_t> shape) {
+    Val p;
+    p.name = l.module + "." + name;
+    p.shape = std::move(shape);
+    p.dtype = DType::kFloat;
+    p.strides = ContiguousStrides(p.shape);
+    p.bytes = BytesOf(p.shape, p.dtype);
+    p.is_param = true;
+    p.requires_grad = true;
+    const int id = NewVal(p);
+    s_.params.push_back(id);
+    int64_t n = 0;
+    CheckedNumel(s_.vals[id].shape, &n);
+    s_.parameter_count += n;
+    s_.lora_count += n;
+    return id;
+  };
+  // Stored as the matmul reads them (A^T: [in, r], B^T: [r, out]).
+  const int a_w = param("lora_A.default.weight", {l.in_features, r});
+  const int b_w = param("lora_B.default.weight", {r, l.out_features});
+  const std::string label = l.module + "/lora";
+  int64_t rows = 1;
+  for (size_t k = 0; k + 1 < xs.size(); ++k) rows = SatMulNonNeg(rows, xs[k]);
+  if (s_.vals[cur].dtype != DType::kFloat) {
+    cur = CastVal(cur, DType::kFloat, false, label + "/cast_input");
+  }
+  if (o_.lora.dropout > 0) {
+    const int d = Synthetic(label + "/dropout", xs, DType::kFloat, {}, -1);
+    int64_t numel = 0;
+    CheckedNumel(xs, &numel);
+    std::vector<SavedRef> mask = {{-1, BytesOf(xs, DType::kBool), "mask"}};
+    AddCompute(op_names::kDropout, label + "/dropout", -1, FindOp("", op_names::kDropout), {cur},
+               {d}, &mask, numel);
+    cur = d;
+  }
+  const bool train = o_.mode == Mode::kTrain;
+  auto linear = [&](int x, int w, int64_t out_features, const std::string& name) {
+    std::vector<int64_t> shape = s_.vals[x].shape;
+    shape.back() = out_features;
+    const int y = Synthetic(label + "/" + name, shape, DType::kFloat, {}, -1);
+    const int64_t k = s_.vals[x].shape.back();
+    AddCompute(op_names::kMatMul, label + "/" + name, -1, FindOp("", op_names::kMatMul), {x, w},
+               {y}, nullptr, SatProduct({2, rows, k, out_features}));
+    // mm keeps self when mat2 requires grad, mat2 when self does
+    // (derivatives.yaml: mm).
+    ExecOp& op = s_.ops.back();
+    op.saved.clear();
+    if (train && s_.vals[op.in[1]].requires_grad) op.saved.push_back({op.in[0], 0, ""});
+    if (train && s_.vals[op.in[0]].requires_grad) op.saved.push_back({op.in[1], 0, ""});
+    return y;
+  };
+  const int a = linear(cur, a_w, r, "lora_A");
+  const int b = linear(a, b_w, l.out_features, "lora_B");
+  int64_t out_numel = 0;
+  CheckedNumel(s_.vals[b].shape, &out_numel);
+  const int scaled = Synthetic(label + "/scaling", s_.vals[b].shape, s_.vals[b].dtype, {}, -1);
+  AddCompute(op_names::kMul, label + "/scaling", -1, FindOp("", op_names::kMul), {b, -1}, {scaled},
+             nullptr, out_numel);
+  const int sum = Synthetic(label + "/add", s_.vals[base].shape, s_.vals[base].dtype, {}, -1);
+  AddCompute(op_names::kAdd, label + "/add", -1, FindOp("", op_names::kAdd), {base, scaled}, {sum},
+             nullptr, out_numel);
+  int result = sum;
+  if (s_.vals[sum].dtype != s_.vals[base].dtype) {
+    result = CastVal(sum, s_.vals[base].dtype, false, label + "/to_result_dtype");
+  }
+  val_of_[y_t] = result;
+}
+
 Result<Schedule> Builder::Build() {
-  InitVals();
+  const std::vector<InitRole> roles = ClassifyInitializers(g_);
+  Result<FineTuneSetup> ft = ResolveFineTune(g_, roles, o_);
+  if (!ft.ok()) return ft.status();
+  ft_ = std::move(ft.value());
+  for (const LinearLayer& l : ft_.lora) lora_at_[l.end_node] = l;
+  InitVals(roles);
   auto order = TopologicalOrder(g_);
   if (!order.ok()) return order.status();
   FindRmsNorms();
@@ -1311,6 +1470,8 @@ Result<Schedule> Builder::Build() {
   for (int ni : order.value()) {
     const size_t first_op = s_.ops.size();
     ProcessNode(ni);
+    auto lora = lora_at_.find(ni);
+    if (lora != lora_at_.end()) AppendLora(lora->second);
     const int seg = SegmentOf(g_.nodes[ni].scope);
     for (size_t k = first_op; k < s_.ops.size(); ++k) s_.ops[k].segment = seg;
   }

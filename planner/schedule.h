@@ -2,9 +2,11 @@
 #define MEMPLAN_PLANNER_SCHEDULE_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "planner/finetune.h"
 #include "planner/graph.h"
 #include "planner/op_registry.h"
 #include "planner/options.h"
@@ -82,11 +84,18 @@ struct ExecOp {
 struct Schedule {
   std::vector<Val> vals;
   std::vector<ExecOp> ops;
-  std::vector<int> params;   ///< Val ids of trainable parameters (file order).
-  std::vector<int> buffers;  ///< Val ids of non-trainable initializers.
-  std::vector<int> inputs;   ///< Val ids of graph inputs.
-  int logits = -1;           ///< Val of the first graph output.
-  int64_t parameter_count = 0;
+  /// Val ids of parameters (file order, then LoRA adapters); frozen ones
+  /// have requires_grad false (no gradient, no optimizer state).
+  std::vector<int> params;
+  std::vector<int> buffers;     ///< Val ids of non-trainable initializers.
+  std::vector<int> inputs;      ///< Val ids of graph inputs.
+  int logits = -1;              ///< Val of the first graph output.
+  int64_t parameter_count = 0;  ///< Trainable parameters (LoRA adapters included).
+  int64_t frozen_count = 0;     ///< Frozen parameters.
+  int64_t lora_count = 0;       ///< LoRA adapter parameters.
+  /// Quantized frozen weights (Val id -> storage): Val::bytes is the packed
+  /// data; the state's tensors are loaded beside it.
+  std::map<int, QuantizedWeight> quantized;
   int attention_regions = 0;
   bool fp32_convs = false;  ///< Some convolution runs in fp32 (see Fp32ConvCopies).
   /// Some activation could run in place (then residual adds may too; see InPlace).

@@ -27,6 +27,16 @@ void Simulator::LoadModel() {
   const bool cast = o_.precision == Precision::kBf16 || o_.precision == Precision::kFp16;
   Use(Mech(Mechanism::kParameters));
   for (int v : order) {
+    auto q = s_.quantized.find(v);
+    if (q != s_.quantized.end()) {
+      // Quantized on the way to the GPU (Params4bit.cuda()): the packed data
+      // and its QuantState's tensors.
+      const int st = AllocNew(s_.vals[v].bytes, Category::kParameters);
+      Ref(st);
+      storage_of_val_[v] = st;
+      for (int64_t b : q->second.state_bytes) Ref(AllocNew(b, Category::kParameters));
+      continue;
+    }
     // A model cast to half is loaded in fp32 first (model.cuda().half()).
     const int64_t bytes = cast ? 2 * s_.vals[v].bytes : s_.vals[v].bytes;
     const int st = AllocNew(bytes, Category::kParameters);
@@ -38,6 +48,7 @@ void Simulator::LoadModel() {
     Step(Phase::kForward, "model.half()");
     Use(Mech(Mechanism::kModelCast));
     for (int v : order) {
+      if (s_.quantized.count(v)) continue;
       const int old = storage_of_val_[v];
       const int st = AllocNew(s_.vals[v].bytes, Category::kParameters);
       Ref(st);
