@@ -103,10 +103,10 @@ Result<std::vector<CheckSpec>> SpecsOf(const CheckArgs& a, std::string* metric_n
     if (!a.model.model.empty()) {
       return Status::Error("give either MODEL or --config " + a.config + ", not both");
     }
-    for (const char* flag : {"--batch", "--dim", "--mode", "--precision", "--optimizer",
-                             "--attention", "--loss", "--step", "--allocator", "--reserve",
-                             "--checkpoint", "--freeze", "--train-only", "--lora", "--weights",
-                             "--budget", "--device", "--margin"}) {
+    for (const char* flag :
+         {"--batch", "--dim", "--mode", "--precision", "--optimizer", "--attention", "--loss",
+          "--step", "--allocator", "--reserve", "--checkpoint", "--freeze", "--train-only",
+          "--lora", "--weights", "--budget", "--device", "--margin"}) {
       if (a.cmd->count(flag) > 0) {
         return Status::Error(std::string(flag) + " cannot be combined with --config (set it in " +
                              a.config + ")");
