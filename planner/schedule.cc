@@ -285,7 +285,8 @@ void Builder::InitVals(const std::vector<InitRole>& roles) {
     if (t.kind == TensorKind::kInitializer) {
       if (roles[i] == InitRole::kParameter) {
         v.is_param = true;
-        v.requires_grad = o_.mode == Mode::kTrain && !ft_.frozen[i];
+        v.trainable_param = !ft_.frozen[i];
+        v.requires_grad = o_.mode == Mode::kTrain && v.trainable_param;
         if (ft_.quantized[i] && t.shape.size() == 2) {
           const QuantizedWeight q = QuantizedWeightBytes(o_.weights, t.shape[0], t.shape[1]);
           v.bytes = q.data_bytes;
@@ -574,9 +575,10 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
       const DType have = s_.vals[in[i]].dtype;
       if (ac == Autocast::kLowPrecision && have == DType::kFloat) {
         // cached_cast (aten/src/ATen/autocast_mode.cpp) caches the copy of a
-        // leaf that requires grad only: a frozen weight is cast at each use.
+        // leaf that requires grad only: a frozen weight is cast at each use;
+        // under torch.no_grad() a trained one still has requires_grad set.
         const Val& root = s_.vals[Root(in[i])];
-        const bool weight = root.is_param && root.requires_grad;
+        const bool weight = root.is_param && root.trainable_param;
         in[i] = CastVal(in[i], half, weight, "autocast(" + label + ")");
       } else if (ac == Autocast::kFp32 && IsHalf(have)) {
         in[i] = CastVal(in[i], DType::kFloat, false, "autocast(" + label + ")");

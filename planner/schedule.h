@@ -25,6 +25,9 @@ struct Val {
   int base = -1;      ///< Val whose storage this one views; -1: own.
   bool requires_grad = false;
   bool is_param = false;
+  /// A parameter whose tensor has requires_grad set (not frozen), in
+  /// inference plans too, where no gradient is recorded (torch.no_grad()).
+  bool trainable_param = false;
   bool is_buffer = false;  ///< Non-trainable initializer or graph input.
   bool phantom = false;    ///< Never allocated (in-place stats, aux outputs).
   /// Op index until which a module call's argument list holds it; -1: none.
