@@ -108,7 +108,9 @@ nlohmann::json PeakJson(const Peak& p, bool with_at) {
   j["device_bytes"] = p.device_bytes;
   j["lower_bound_bytes"] = p.lower_bound_bytes;
   j["fragmentation"] = p.fragmentation;
-  if (with_at) j["at"] = {{"node", p.node}, {"phase", PhaseName(p.phase)}};
+  if (with_at) {
+    j["at"] = {{"node", p.node}, {"module", p.module}, {"phase", PhaseName(p.phase)}};
+  }
   nlohmann::json b;
   for (int c = 0; c < kNumCategories; ++c) {
     b[CategoryName(static_cast<Category>(c))] = p.breakdown.bytes[c];
@@ -367,7 +369,8 @@ std::string PlanTable(const std::string& model, const Plan& plan) {
       o.dist.strategy == ParallelStrategy::kSingle
           ? "what nvidia-smi shows (reserved + context)"
           : "what nvidia-smi shows per GPU (reserved + context + NCCL)");
-  os << "\n  peak at " << p.node << " (" << PhaseName(p.phase) << ")\n\n";
+  os << "\n  peak at " << p.node << (p.module.empty() ? "" : " in module " + p.module) << " ("
+     << PhaseName(p.phase) << ")\n\n";
   for (int c = 0; c < kNumCategories; ++c) {
     const int64_t b = p.breakdown.bytes[c];
     const double pct = p.allocated_bytes > 0 ? 100.0 * b / p.allocated_bytes : 0.0;

@@ -86,6 +86,9 @@ struct Peak {
   int64_t device_bytes = 0;       ///< reserved + context (nvidia-smi view).
   int64_t lower_bound_bytes = 0;  ///< Max live bytes without rounding.
   std::string node;               ///< Op at the allocated peak.
+  /// The innermost module running that op ("layer3.0.conv1"); "" when the
+  /// export does not say (a root-level op, the loss, the optimizer).
+  std::string module;
   Phase phase = Phase::kForward;
   Breakdown breakdown;         ///< At the allocated peak.
   double fragmentation = 0.0;  ///< 1 - allocated/reserved at the peak.

@@ -1,6 +1,7 @@
 #include "planner/plan_step.h"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "planner/allocator_sim.h"
@@ -11,6 +12,21 @@
 #include "planner/timeline.h"
 
 namespace memplan {
+namespace {
+
+// The innermost module of the node behind the schedule op labelled `label`
+// ("" for a synthetic op or a node the export put in no module).
+std::string ModuleOfOp(const Graph& g, const Schedule& s, const std::string& label) {
+  for (const ExecOp& op : s.ops) {
+    if (op.label != label) continue;
+    if (op.node < 0) return "";
+    const Node& n = g.nodes[op.node];
+    return n.modules_known && !n.modules.empty() ? n.modules.back() : "";
+  }
+  return "";
+}
+
+}  // namespace
 
 Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& options,
                           const Schedule& s) {
@@ -64,6 +80,7 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
   }
   for (Peak* p : {&plan.peak, &plan.first_step, &plan.steady}) {
     p->device_bytes = p->reserved_bytes + plan.context_bytes;
+    p->module = ModuleOfOp(g, s, p->node);
   }
   int iter = options.mode == Mode::kTrain && options.step == StepKind::kSteady ? 2 : 0;
   if (options.mode == Mode::kInference) {

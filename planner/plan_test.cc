@@ -734,6 +734,16 @@ GraphBuilder MlpInModules() {
   return b;
 }
 
+// The peak names the module of its op: fc1's backward holds the steady
+// peak (ModuleAndPhasePeaks); without module scopes the module is empty.
+TEST(Plan, PeakNamesItsModule) {
+  const Plan p = PlanOf(MlpInModules(), 8, Train(Optimizer::kMomentum));
+  EXPECT_EQ(p.steady.phase, Phase::kBackward);
+  EXPECT_EQ(p.steady.node, MlpInModules().g.nodes[0].name);
+  EXPECT_EQ(p.steady.module, "fc1");
+  EXPECT_EQ(PlanOf(Mlp(), 8, Train(Optimizer::kMomentum)).steady.module, "");
+}
+
 // Steady momentum SGD peaks in fc1's backward (119145472 B, derived above):
 // the backward phase's peak and fc1's backward peak are that figure. fc1's
 // forward peaks with its output h (128 KiB) on top of what a steady step

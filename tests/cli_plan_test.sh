@@ -146,6 +146,11 @@ assert d["config"]["context_bytes"] == 2**30, d["config"]
 assert d["peak"]["device_bytes"] == d["peak"]["reserved_bytes"] + 2**30, d["peak"]
 PY
 expect 0 "plan table" "$BIN" plan "$R18" --batch 2
+# The peak's op is named with the module that runs it (dynamo exports record module scopes):
+# resnet18 b8 peaks in backward inside layer4.
+"$BIN" plan "$R18" --batch 8 >"$T/b8" 2>&1
+grep -qE "peak at [^ ]+ in module layer4[A-Za-z0-9_.]* \(backward\)" "$T/b8" &&
+  pass "peak at names the module" || fail "peak at names the module"
 for want in "peak allocated" "peak reserved" "device total" "peak at " "optimizer_state" \
   "parameters 11,689,512"; do
   grep -qF "$want" "$T/out" && pass "table has '$want'" || fail "table has '$want'"
