@@ -295,7 +295,6 @@ void Simulator::Backward() {
   const Val& lv = s_.vals[L];
   int64_t numel = 1;
   for (int64_t d : lv.shape) numel *= d;
-  const bool amp = o_.precision == Precision::kAmpBf16 || o_.precision == Precision::kAmpFp16;
   // The logits' size from shape and dtype: the output may be a view (a
   // linear layer's bias added in place), whose own bytes are 0.
   int64_t elem = 0;
