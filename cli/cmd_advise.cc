@@ -10,6 +10,7 @@
 #include "cli/escape.h"
 #include "cli/format.h"
 #include "cli/options.h"
+#include "cli/progress.h"
 #include "cli/report.h"
 #include "gpu_probe/gpu_probe.h"
 #include "planner/advisor.h"
@@ -584,7 +585,23 @@ int RunAdvise(const AdviseArgs& args) {
                   "' is the batch symbol advise searches over; leave it out");
     }
   }
+  // Progress on a terminal: the search makes dozens of plans.
+  Progress progress;
+  int plans = 0;
+  r.on_plan = [&](const AdviseProgress& step) {
+    ++plans;
+    std::string text =
+        "advise: " + std::to_string(plans) + (plans == 1 ? " plan; " : " plans; ") +
+        (step.strategy != ParallelStrategy::kSingle ? std::string(EnumName(step.strategy)) + " "
+                                                    : std::string()) +
+        PrecisionName(step.precision) + ", " +
+        (step.checkpointed == 0 ? std::string("no checkpointing")
+                                : std::to_string(step.checkpointed) + " checkpointed") +
+        ", batch " + std::to_string(step.batch) + " (" + Fixed(progress.Elapsed(), 1) + " s)";
+    progress.Show(text);
+  };
   auto advice = Advise(g.value(), r);
+  progress.Clear();
   if (!advice.ok()) return Fail(advice.message());
   const size_t n_alt = static_cast<size_t>(std::max(0, args.alternatives));
   if (args.format == "json") {

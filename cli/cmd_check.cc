@@ -1,7 +1,5 @@
 // `memplan check`: the CI gate. Plans one or more configurations and compares each
 // peak with its budget (and optionally with a previous run); exit 1 when any fails.
-#include <unistd.h>
-
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -14,6 +12,7 @@
 #include "cli/files.h"
 #include "cli/format.h"
 #include "cli/options.h"
+#include "cli/progress.h"
 #include "cli/report.h"
 #include "cli/run_trace.h"
 #include "cli/timeline_svg.h"
@@ -38,37 +37,6 @@ struct CheckArgs {
   std::vector<std::string> reports;
   std::string trace;  ///< A recorded run gated instead of the plan.
   CLI::App* cmd = nullptr;
-};
-
-// Prints "[i/n] label" on stderr when it is a terminal and the work has run for
-// about a second; silent otherwise.
-class Progress {
- public:
-  Progress() : tty_(isatty(2) == 1), start_(std::chrono::steady_clock::now()) {}
-  ~Progress() { Clear(); }
-  void Step(size_t i, size_t n, const std::string& label) {
-    if (!tty_) {
-      return;
-    }
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    if (s < 1.0 && !shown_) {
-      return;
-    }
-    std::cerr << "\r\033[K[" << i << "/" << n << "] " << label << std::flush;
-    shown_ = true;
-  }
-  void Clear() {
-    if (shown_) {
-      std::cerr << "\r\033[K" << std::flush;
-    }
-    shown_ = false;
-  }
-
- private:
-  bool tty_;
-  bool shown_ = false;
-  std::chrono::steady_clock::time_point start_;
 };
 
 std::string Basename(const std::string& path) {

@@ -221,6 +221,7 @@ class Searcher {
     o.keep_events = false;
     auto plan = planner_.PlanStep(BindingsAt(batch), o);
     ++plans_;
+    if (r_.on_plan) r_.on_plan({o.dist.strategy, p, ckpt.size(), batch});
     if (!plan.ok()) return Status::Error("batch " + std::to_string(batch) + ": " + plan.message());
     auto probe = std::make_unique<Probe>();
     probe->saved = SavedActivationBytes(plan.value());

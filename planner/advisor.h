@@ -70,6 +70,14 @@ SpeedEstimate EstimateSpeed(const Plan& plan, int64_t saved, const DevicePreset&
 /// Forward ops that launch a kernel: differentiable, non-view ops.
 int64_t CountKernels(const Graph& g);
 
+/// One plan the search has just made (for a progress report).
+struct AdviseProgress {
+  ParallelStrategy strategy = ParallelStrategy::kSingle;
+  Precision precision = Precision::kFp32;
+  size_t checkpointed = 0;  ///< Modules recomputed in backward.
+  int64_t batch = 0;
+};
+
 /// What to search.
 struct AdviseRequest {
   PlanOptions base;        ///< Optimizer, attention, loss, allocator.
@@ -89,6 +97,8 @@ struct AdviseRequest {
   int64_t world_size = 1;
   DevicePreset device;  ///< For the speed estimate.
   SpeedModel speed;
+  /// Called after each plan the search makes, when set (progress reports).
+  std::function<void(const AdviseProgress&)> on_plan;
 };
 
 /// One precision x placement at its largest fitting batch.

@@ -153,6 +153,23 @@ TEST(Advisor, GradientAccumulationReachesTheGlobalBatch) {
   EXPECT_LT((c.micro_batch - 1) * c.grad_accumulation_steps, 100000);
 }
 
+// Each plan the search makes is reported once, with the batch it planned.
+TEST(Advisor, ReportsEveryPlanItMakes) {
+  AdviseRequest r = Request(256LL << 20, 0.05);
+  std::vector<AdviseProgress> seen;
+  r.on_plan = [&](const AdviseProgress& p) { seen.push_back(p); };
+  auto a = Advise(Mlp(), r);
+  ASSERT_TRUE(a.ok()) << a.message();
+  ASSERT_EQ(static_cast<int>(seen.size()), a->plans);
+  bool planned_the_answer = false;
+  for (const AdviseProgress& p : seen) {
+    EXPECT_EQ(p.precision, Precision::kFp32);
+    EXPECT_GE(p.batch, 1);
+    planned_the_answer |= p.batch == a->ranked.front().batch;
+  }
+  EXPECT_TRUE(planned_the_answer);
+}
+
 TEST(Advisor, DevicesWithoutBf16SkipIt) {
   AdviseRequest r = Request(256LL << 20, 0.05);
   r.precisions = {Precision::kAmpBf16, Precision::kFp32};
