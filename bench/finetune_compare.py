@@ -10,6 +10,10 @@ planned with the flags its mode means:
   train-only:REGEX  --train-only REGEX
   lora:R:TARGETS    --lora r=R,alpha=2R,dropout=0.05,targets=TARGETS
   qlora:R:TARGETS   the same with --weights nf4
+  int4lora:R:TARGETS, int8lora:R:TARGETS[:T]
+                    the same with --weights int4 / int8
+  infer:FORMAT      --mode inference --precision bf16 [--weights FORMAT]
+                    (the forward's max_memory_allocated)
 Prints one row per measurement, then the worst error per kind. With --check
 exits 1 when an error is over its bound (3 % for frozen and LoRA rows, 5 %
 for QLoRA), or when a row memplan refuses. Rows that errored on the GPU
@@ -22,7 +26,9 @@ import sys
 
 MIB = 1 << 20
 LOSS = {"unet_ldm": "mse"}
-BOUND = {"freeze": 3.0, "train-only": 3.0, "lora": 3.0, "qlora": 5.0, "full": 3.0}
+BOUND = {"freeze": 3.0, "train-only": 3.0, "lora": 3.0, "qlora": 5.0, "int4lora": 5.0,
+         "int8lora": 5.0, "infer": 5.0, "full": 3.0}
+WEIGHTS = {"qlora": "nf4", "int4lora": "int4", "int8lora": "int8"}
 # Rows whose error is not the fine-tuning mechanisms', with their own bound
 # and the reason (README, Fine-tuning).
 KNOWN = {
@@ -50,9 +56,11 @@ def flags(mode, row=None):
         return ["--freeze", arg]
     if kind == "train-only":
         return ["--train-only", arg]
-    r, targets = arg.split(":")
+    if kind == "infer":
+        return ["--mode", "inference"] + ([] if arg == "native" else ["--weights", arg])
+    r, targets = arg.split(":")[:2]
     out = ["--lora", f"r={r},alpha={2 * int(r)},dropout=0.05,targets={targets}"]
-    return out + (["--weights", "nf4"] if kind == "qlora" else [])
+    return out + (["--weights", WEIGHTS[kind]] if kind in WEIGHTS else [])
 
 
 def plan(memplan, onnx, row):
@@ -87,11 +95,12 @@ def main():
             print(f"{r['model']:13} {r['batch']:2} {r['precision']:8} {r['mode']:38} {err}")
             failed.append(f"{r['model']} {r['mode']}: {err}")
             continue
-        m = r["steps"][2]["step_peak"]
+        m = r["peak"] if kind == "infer" else r["steps"][2]["step_peak"]
         pred = p["peak"]["allocated_bytes"]
         e = 100.0 * (pred - m) / m
         trainable = p["parameters"]["count"]
-        note = "" if trainable == r["trainable"] else f"  (trainable {trainable} vs {r['trainable']})"
+        note = ("" if trainable == r.get("trainable", trainable) else
+                f"  (trainable {trainable} vs {r['trainable']})")
         print(f"{r['model']:13} {r['batch']:2} {r['precision']:8} {r['mode']:38} {trainable:11d}"
               f" {m / MIB:9.0f} {pred / MIB:8.0f} {e:+6.1f}{note}")
         bound, why = KNOWN.get((r["model"], r["mode"], r["batch"], r["precision"]),

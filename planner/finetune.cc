@@ -1,5 +1,6 @@
 #include "planner/finetune.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <regex>
 #include <set>
@@ -269,6 +270,30 @@ QuantizedWeight QuantizedWeightBytes(WeightFormat f, int64_t rows, int64_t cols)
       break;
   }
   return q;
+}
+
+// bitsandbytes 0.50, autograd/_functions.py MatMul8bitLt and
+// backends/cuda/ops.py: forward quantizes A.to(float16) row-wise
+// (int8_vectorwise_quant: CA int8, SCA fp32 per row; the fp16 temporary is
+// freed when the call returns), int8_linear_matmul writes an int32 [rows, out]
+// product and int8_mm_dequant the output from it; backward computes grad_A as
+// grad_output @ (CB.to(A.dtype) * SCB / 127). The outlier columns of a
+// threshold > 0 (LLM.int8's decomposition) depend on the data and are not
+// planned.
+Int8MatmulBytes Int8MatmulWorkspaces(int64_t a_numel, int64_t in_features, int64_t out_features,
+                                     bool a_is_fp16, int64_t a_elem_bytes, int64_t out_bytes) {
+  Int8MatmulBytes b;
+  if (in_features <= 0 || out_features <= 0 || a_numel <= 0) return b;
+  const int64_t rows = a_numel / in_features;
+  const int64_t ca = SatAdd(a_numel, SatMulNonNeg(4, rows));
+  const int64_t a16 = a_is_fp16 ? 0 : SatMulNonNeg(2, a_numel);
+  const int64_t product = SatProduct({rows, out_features, 4});
+  // The output exists only in the second phase; the simulator places the
+  // workspace beside it.
+  b.forward_workspace = SatAdd(ca, std::max(SatAdd(a16, -out_bytes), product));
+  b.backward_workspace =
+      SatAdd(SatProduct({in_features, out_features, a_elem_bytes}), SatMulNonNeg(4, out_features));
+  return b;
 }
 
 int64_t ParameterBytesAs(const Graph& g, const std::vector<InitRole>& roles, WeightFormat f,

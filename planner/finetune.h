@@ -71,6 +71,22 @@ struct QuantizedWeight {
 /// scale.
 QuantizedWeight QuantizedWeightBytes(WeightFormat f, int64_t rows, int64_t cols);
 
+/// What bitsandbytes' LLM.int8 matmul (MatMul8bitLt, Linear8bitLt with
+/// has_fp16_weights=False) allocates beyond its output, for an input of
+/// `a_numel` elements (`a_is_fp16`: already fp16) over `in_features` and an
+/// output of `out_features` columns and `out_bytes` bytes.
+struct Int8MatmulBytes {
+  /// Inside the forward: the fp16 copy of A, its int8 rows CA and their fp32
+  /// scales, then the int32 product beside the output.
+  int64_t forward_workspace = 0;
+  /// Inside backward for grad_A: the weight dequantized to A's dtype and the
+  /// [out, 1] fp32 scale it is multiplied by.
+  int64_t backward_workspace = 0;
+};
+[[nodiscard]] Int8MatmulBytes Int8MatmulWorkspaces(int64_t a_numel, int64_t in_features,
+                                                   int64_t out_features, bool a_is_fp16,
+                                                   int64_t a_elem_bytes, int64_t out_bytes);
+
 /// The parameters' bytes when the Linear weights (the output layer aside)
 /// are stored in `f` and every other parameter takes `other_elem_bytes` per
 /// element (2: a bf16 model, as QLoRA loads it); kNative: every parameter at

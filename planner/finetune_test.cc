@@ -155,6 +155,22 @@ TEST(FineTune, Nf4StorageIsHalfAByteAndDoubleQuantizedAbsmax) {
   EXPECT_EQ(i8.state_bytes, std::vector<int64_t>{64});  // fp32 scale per row
 }
 
+TEST(FineTune, Int8MatmulWorkspacesFollowMatMul8bitLt) {
+  // A bf16 [4096, 2048] input to a 2048 -> 5632 Linear: CA (1 B per element)
+  // and its fp32 row scales, then the larger of the fp16 copy of A (less the
+  // output, which does not exist yet) and the int32 product.
+  const int64_t rows = 4096;
+  const int64_t out_bytes = rows * 5632 * 2;
+  const Int8MatmulBytes b = Int8MatmulWorkspaces(rows * 2048, 2048, 5632, false, 2, out_bytes);
+  EXPECT_EQ(b.forward_workspace, rows * 2048 + rows * 4 + rows * 5632 * 4);
+  EXPECT_EQ(b.backward_workspace, 2048 * 5632 * 2 + 5632 * 4);
+  // A wide input (down_proj): the fp16 copy decides; an fp16 input needs none.
+  const Int8MatmulBytes d = Int8MatmulWorkspaces(rows * 5632, 5632, 64, false, 2, rows * 64 * 2);
+  EXPECT_EQ(d.forward_workspace, rows * 5632 + rows * 4 + rows * 5632 * 2 - rows * 64 * 2);
+  const Int8MatmulBytes h = Int8MatmulWorkspaces(rows * 5632, 5632, 64, true, 2, rows * 64 * 2);
+  EXPECT_EQ(h.forward_workspace, rows * 5632 + rows * 4 + rows * 64 * 4);
+}
+
 TEST(FineTune, ParsesLoraSpecs) {
   auto l = ParseLora("r=16,alpha=32,dropout=0,targets=q,k,v");
   ASSERT_TRUE(l.ok()) << l.message();

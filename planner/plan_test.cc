@@ -163,8 +163,8 @@ TEST(Plan, CrossEntropyOnHalfLogitsUnderAutocast) {
     }
   }
   EXPECT_EQ(loss_allocs, (std::vector<int64_t>{16, 1024, 2048, 4, 4}));
-  EXPECT_EQ(bwd, (std::vector<std::string>{"+2048", "-2048", "-16", "-4", "+1024", "-2048",
-                                           "+1024", "-1024", "-1024"}));
+  EXPECT_EQ(bwd, (std::vector<std::string>{"+2048", "-2048", "-16", "-4", "+1024", "-2048", "+1024",
+                                           "-1024", "-1024"}));
 }
 
 TEST(Plan, MlpParameters) {
@@ -784,6 +784,57 @@ TEST(Plan, ModuleAndPhasePeaks) {
   }
   // A graph without module information has no module peaks.
   EXPECT_TRUE(PlanOf(Mlp(), 8, Train(Optimizer::kMomentum)).modules.empty());
+}
+
+}  // namespace
+}  // namespace memplan
+
+namespace memplan {
+namespace {
+
+// x -> l0.q_proj (LoRA) -> * 2 -> l1.k_proj (frozen, quantized) -> head.
+// The scaling keeps nothing for backward, so only the int8 matmul keeps s0.
+GraphBuilder LoraThenQuantized() {
+  GraphBuilder b;
+  b.g.source = "m.onnx";
+  b.Input("x", {S("batch"), D(256)});
+  b.Init("m.l0.q_proj.weight", {256, 256});
+  b.Init("m.l1.k_proj.weight", {512, 256});
+  b.Init("m.head.weight", {8, 512});
+  b.Init("two", {});
+  b.Op("Transpose", {"m.l0.q_proj.weight"}, {"w0"}).attrs["perm"] = IntsAttr({1, 0});
+  b.Op("MatMul", {"x", "w0"}, {"h0"});
+  b.Op("Mul", {"h0", "two"}, {"s0"});
+  b.Op("Transpose", {"m.l1.k_proj.weight"}, {"w1"}).attrs["perm"] = IntsAttr({1, 0});
+  b.Op("MatMul", {"s0", "w1"}, {"h1"});
+  b.Op("Transpose", {"m.head.weight"}, {"wh"}).attrs["perm"] = IntsAttr({1, 0});
+  b.Op("MatMul", {"h1", "wh"}, {"logits"});
+  b.Output("logits");
+  b.g.Link();
+  return b;
+}
+
+int64_t MostSaved(const Plan& p) {
+  int64_t most = 0;
+  for (const TimelinePoint& t : p.timeline) {
+    most = std::max(most, t.live.bytes[static_cast<int>(Category::kSavedActivations)]);
+  }
+  return most;
+}
+
+TEST(Plan, Int8MatmulKeepsItsInputWhereMatMul4BitKeepsThePackedWeight) {
+  PlanOptions o;
+  o.mode = Mode::kTrain;
+  o.precision = Precision::kBf16;
+  o.lora.r = 4;
+  o.lora.targets = {"q_proj"};
+  o.lora.dropout = 0;
+  o.weights = WeightFormat::kNf4;
+  const Plan nf4 = PlanOf(LoraThenQuantized(), 64, o);
+  o.weights = WeightFormat::kInt8;
+  const Plan int8 = PlanOf(LoraThenQuantized(), 64, o);
+  // s0 is [64, 256] bf16.
+  EXPECT_EQ(MostSaved(int8) - MostSaved(nf4), 64 * 256 * 2);
 }
 
 }  // namespace

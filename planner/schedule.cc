@@ -227,6 +227,8 @@ class Builder {
   /// bitsandbytes' dequantization of a quantized weight `v` before its
   /// matmul: a weight-sized tensor in the compute dtype, freed after it.
   int Dequantize(int v, const std::string& label);
+  /// LLM.int8's matmul of `a` by the int8 `weight`: what it keeps and needs.
+  void AddInt8Matmul(int a, int weight, ExecOp* op) const;
   /// PEFT lora.Linear around layer `l`, whose base output is made.
   void AppendLora(const LinearLayer& l);
   void AddNode(int ni);
@@ -560,10 +562,17 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
   const bool amp = IsAmp(o_.precision);
   const DType half = HalfType(o_.precision);
   const Autocast ac = def ? def->autocast : Autocast::kPassthrough;
-  // Quantized weights are dequantized for the matmul (bitsandbytes).
+  // Quantized weights are dequantized for the matmul (bitsandbytes'
+  // MatMul4Bit); an int8 weight enters LLM.int8's int8 matmul as it is.
   std::vector<int> dequantized;
-  for (int& v : in) {
+  std::vector<bool> int8_weight(in.size(), false);
+  for (size_t i = 0; i < in.size(); ++i) {
+    int& v = in[i];
     if (v >= 0 && !s_.quantized.empty() && s_.quantized.count(Root(v))) {
+      if (o_.weights == WeightFormat::kInt8) {
+        int8_weight[i] = true;
+        continue;
+      }
       v = Dequantize(v, label);
       dequantized.push_back(v);
     }
@@ -571,7 +580,7 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
   // Autocast input casts.
   if (amp && (ac == Autocast::kLowPrecision || ac == Autocast::kFp32)) {
     for (size_t i = 0; i < in.size(); ++i) {
-      if (in[i] < 0 || !IsFloat(s_.vals[in[i]].dtype)) continue;
+      if (in[i] < 0 || int8_weight[i] || !IsFloat(s_.vals[in[i]].dtype)) continue;
       const DType have = s_.vals[in[i]].dtype;
       if (ac == Autocast::kLowPrecision && have == DType::kFloat) {
         // cached_cast (aten/src/ATen/autocast_mode.cpp) caches the copy of a
@@ -596,7 +605,7 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
       const int rank_other = other >= 0 ? static_cast<int>(s_.vals[other].shape.size()) : 2;
       need = MatMulNeedsCopy(in[i], rank_other);
     }
-    if (need) in[i] = ContiguousCopy(in[i], "contiguous(" + label + ")");
+    if (need && !int8_weight[i]) in[i] = ContiguousCopy(in[i], "contiguous(" + label + ")");
   }
   ExecOp op;
   op.label = label;
@@ -731,6 +740,10 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
         if (CheckedNumel(s_.vals[v].shape, &numel)) op.flops = SatAdd(op.flops, numel);
       }
     }
+  }
+  for (size_t wi = 0; wi < int8_weight.size() && wi < 2; ++wi) {
+    if (!int8_weight[wi] || in[1 - wi] < 0 || op.out.empty() || op.out[0] < 0) continue;
+    AddInt8Matmul(in[1 - wi], op.in[wi], &op);
   }
   if (!dequantized.empty()) {
     // MatMul4Bit keeps the packed weight, not the dequantized one, and
@@ -1321,6 +1334,35 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
     if (def && def->flops) op.flops = SatAdd(op.flops, def->flops(g_, g_.nodes[li]));
   }
   s_.ops.push_back(op);
+}
+
+// MatMul8bitLt (bitsandbytes autograd/_functions.py) keeps its input A for
+// backward whenever A or the weight needs a gradient, never the weight, and
+// allocates the workspaces of Int8MatmulWorkspaces.
+void Builder::AddInt8Matmul(int a, int weight, ExecOp* op) const {
+  const Val& av = s_.vals[a];
+  const Val& out = s_.vals[op->out[0]];
+  if (av.shape.empty() || out.shape.empty()) return;
+  int64_t a_numel = 0;
+  int64_t elem = 0;
+  if (!CheckedNumel(av.shape, &a_numel) || !DTypeBytes(av.dtype, 1, &elem)) return;
+  const Int8MatmulBytes b = Int8MatmulWorkspaces(a_numel, av.shape.back(), out.shape.back(),
+                                                 av.dtype == DType::kFloat16, elem, out.bytes);
+  op->fwd_workspace = SatAdd(op->fwd_workspace, b.forward_workspace);
+  std::vector<SavedRef> kept;
+  bool has_a = false;
+  for (const SavedRef& r : op->saved) {
+    if (r.val == weight) continue;
+    has_a = has_a || r.val == a;
+    kept.push_back(r);
+  }
+  if (av.requires_grad && !has_a) {
+    SavedRef r;
+    r.val = a;
+    kept.push_back(r);
+  }
+  op->saved = kept;
+  if (av.requires_grad) op->bwd_workspace = SatAdd(op->bwd_workspace, b.backward_workspace);
 }
 
 int Builder::Dequantize(int v, const std::string& label) {

@@ -83,4 +83,12 @@ else
   fail "finetune_compare --check:"
   tail -8 "$T/cmp" | sed 's/^/  | /'
 fi
+# int8 (LLM.int8) and int4 (FP4) bases under LoRA, weight-only inference.
+if python3 "$ROOT/bench/finetune_compare.py" "$BIN" "$MODELS" \
+    "$ROOT/bench/results/finetune_quant_h200.jsonl" --check > "$T/cmpq" 2>&1; then
+  pass "finetune_compare --check on the quantized rows"
+else
+  fail "finetune_compare --check on the quantized rows:"
+  tail -8 "$T/cmpq" | sed 's/^/  | /'
+fi
 finish
