@@ -464,7 +464,10 @@ int RunEstimate(const EstimateArgs& a) {
   auto g = LoadGraph(a.model.model);
   if (!g.ok()) return Fail(g.message());
   auto rows = DtypeSummary(g.value(), bindings.value(), options.value());
-  if (!rows.ok()) return Fail(a.model.model + ": " + rows.message());
+  if (!rows.ok()) {
+    const std::string& m = rows.message();
+    return Fail(m.rfind(a.model.model + ":", 0) == 0 ? m : a.model.model + ": " + m);
+  }
   std::string batch_symbol;
   auto resolved = ResolveBindings(g.value(), bindings.value(), &batch_symbol);
   if (!resolved.ok()) return Fail(resolved.message());
@@ -480,26 +483,40 @@ int RunEstimate(const EstimateArgs& a) {
     j["context_bytes"] = options->context_bytes < 0 ? kDefaultContextBytes : options->context_bytes;
     j["rows"] = nlohmann::json::array();
     for (const DtypeRow& r : rows.value()) {
-      j["rows"].push_back(
-          {{"precision", PrecisionName(r.precision)},
-           {"weight_bytes", r.weight_bytes},
-           {"inference",
-            {{"allocated_bytes", r.inference_allocated}, {"device_bytes", r.inference_bytes}}},
-           {"train_sgd",
-            {{"allocated_bytes", r.train_sgd_allocated}, {"device_bytes", r.train_sgd_bytes}}},
-           {"train_adam",
-            {{"allocated_bytes", r.train_adam_allocated}, {"device_bytes", r.train_adam_bytes}}}});
+      auto train = [](int64_t allocated, int64_t device) {
+        return allocated < 0
+                   ? nlohmann::json(nullptr)
+                   : nlohmann::json{{"allocated_bytes", allocated}, {"device_bytes", device}};
+      };
+      nlohmann::json row = {
+          {"precision", PrecisionName(r.precision)},
+          {"weights", EnumName(r.weights)},
+          {"weight_bytes", r.weight_bytes},
+          {"inference",
+           {{"allocated_bytes", r.inference_allocated}, {"device_bytes", r.inference_bytes}}},
+          {"train_sgd", train(r.train_sgd_allocated, r.train_sgd_bytes)},
+          {"train_adam", train(r.train_adam_allocated, r.train_adam_bytes)}};
+      if (r.weights != WeightFormat::kNative) row["training"] = "lora, base frozen";
+      if (!r.training_absent.empty()) row["training_absent"] = r.training_absent;
+      j["rows"].push_back(row);
     }
-    j["weight_formats_not_planned"] = {"int8", "nf4"};
     std::cout << j.dump(2) << "\n";
     return kExitOk;
   }
   std::vector<std::string> header = {"dtype", "weights", "inference", "train SGD", "train Adam"};
   std::vector<std::vector<std::string>> table;
+  bool quantized = false;
+  std::string absent;
   for (const DtypeRow& r : rows.value()) {
-    table.push_back({PrecisionName(r.precision), FormatBytes(r.weight_bytes),
-                     FormatBytes(r.inference_bytes), FormatBytes(r.train_sgd_bytes),
-                     FormatBytes(r.train_adam_bytes)});
+    const bool q = r.weights != WeightFormat::kNative;
+    quantized = quantized || q;
+    if (!r.training_absent.empty() && absent.empty()) absent = r.training_absent;
+    auto train = [&](int64_t b) {
+      return b < 0 ? std::string("-") : FormatBytes(b) + (q ? "*" : "");
+    };
+    table.push_back({q ? std::string("bf16+") + EnumName(r.weights) : PrecisionName(r.precision),
+                     FormatBytes(r.weight_bytes), FormatBytes(r.inference_bytes),
+                     train(r.train_sgd_bytes), train(r.train_adam_bytes)});
   }
   const int64_t ctx = options->context_bytes < 0 ? kDefaultContextBytes : options->context_bytes;
   const std::string head =
@@ -513,6 +530,32 @@ int RunEstimate(const EstimateArgs& a) {
               << MarkdownTable(header, table, {false, true, true, true, true});
   } else {
     std::cout << head << "\n  " << note << "\n\n" << TextTable(header, table, "  ");
+  }
+  std::vector<std::string> foot;
+  if (quantized) {
+    const LoraOptions lora = options->lora.r > 0 ? options->lora : LoraOptions();
+    std::string targets;
+    for (const std::string& t : lora.targets) targets += (targets.empty() ? "" : ",") + t;
+    foot.push_back(
+        "bf16+int8, bf16+nf4: the Linear weights (not the output layer) as "
+        "bitsandbytes stores them; inference is weight-only;");
+    foot.push_back("* training is LoRA r=" + std::to_string(lora.r > 0 ? lora.r : 16) + " on " +
+                   targets + ", the quantized base frozen (QLoRA)");
+    if (!absent.empty()) {
+      const std::string prefix = a.model.model + ": ";
+      if (absent.rfind(prefix, 0) == 0) absent = absent.substr(prefix.size());
+      foot.push_back("- not planned: " + absent + "; name the projections with --lora targets=");
+    }
+  } else {
+    foot.push_back("no int8 / nf4 rows: the model has no Linear weight besides its output layer");
+  }
+  std::cout << "\n";
+  for (const std::string& line : foot) {
+    if (a.format == "md") {
+      std::cout << MarkdownText(line, 1000) << "\n\n";
+    } else {
+      std::cout << "  " << line << "\n";
+    }
   }
   return kExitOk;
 }
@@ -569,6 +612,9 @@ void AddEstimateCommand(CLI::App* app, CliState* state) {
       ->check(CLI::IsMember(EnumNames<AllocatorKind>()));
   cmd->add_option("--reserve", a->plan.reserve,
                   "CUDA context and library memory outside PyTorch (default 767MiB)");
+  cmd->add_option("--lora", a->plan.lora,
+                  "The adapters of the int8 / nf4 rows' training: r=R[,alpha=A,dropout=P,"
+                  "targets=NAME,...] (default r=16 on q_proj,v_proj)");
   AddFormatFlag(cmd, &a->format, {"table", "json", "md"});
   cmd->callback([a, state] { state->exit_code = RunEstimate(*a); });
 }

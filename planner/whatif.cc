@@ -181,6 +181,7 @@ Result<std::vector<DtypeRow>> DtypeSummary(const Graph& graph, const ShapeBindin
     PlanOptions o = base;
     o.precision = p;
     o.keep_events = false;
+    o.lora = LoraOptions();
     o.mode = Mode::kInference;
     auto inference = planner.PlanStep(bindings, o);
     if (!inference.ok()) return inference.status();
@@ -198,6 +199,45 @@ Result<std::vector<DtypeRow>> DtypeSummary(const Graph& graph, const ShapeBindin
     if (!adam.ok()) return adam.status();
     row.train_adam_bytes = adam->peak.device_bytes;
     row.train_adam_allocated = adam->peak.allocated_bytes;
+    rows.push_back(row);
+  }
+  for (WeightFormat f : {WeightFormat::kInt8, WeightFormat::kNf4}) {
+    DtypeRow row;
+    row.precision = Precision::kBf16;
+    row.weights = f;
+    PlanOptions o = base;
+    o.precision = Precision::kBf16;
+    o.weights = f;
+    o.keep_events = false;
+    o.lora = LoraOptions();
+    o.mode = Mode::kInference;
+    auto inference = planner.PlanStep(bindings, o);
+    // A model without Linear weights (other than its output layer) has
+    // nothing to quantize: no such rows.
+    if (!inference.ok()) break;
+    row.weight_bytes = inference->parameter_bytes + inference->buffer_bytes;
+    row.inference_bytes = inference->peak.device_bytes;
+    row.inference_allocated = inference->peak.allocated_bytes;
+    o.mode = Mode::kTrain;
+    o.lora = base.lora;
+    if (o.lora.r <= 0) o.lora.r = 16;  // QLoRA's usual rank, PEFT's default targets
+    row.train_sgd_bytes = row.train_sgd_allocated = -1;
+    row.train_adam_bytes = row.train_adam_allocated = -1;
+    o.optimizer = Optimizer::kSgd;
+    auto sgd = planner.PlanStep(bindings, o);
+    // The user's own --lora that cannot be planned is an error; only the
+    // default targets may miss (the model names its projections otherwise).
+    if (!sgd.ok() && base.lora.r > 0) return sgd.status();
+    o.optimizer = Optimizer::kAdam;
+    auto adam = sgd.ok() ? planner.PlanStep(bindings, o) : sgd;
+    if (sgd.ok() && adam.ok()) {
+      row.train_sgd_bytes = sgd->peak.device_bytes;
+      row.train_sgd_allocated = sgd->peak.allocated_bytes;
+      row.train_adam_bytes = adam->peak.device_bytes;
+      row.train_adam_allocated = adam->peak.allocated_bytes;
+    } else {
+      row.training_absent = sgd.ok() ? adam.message() : sgd.message();
+    }
     rows.push_back(row);
   }
   return rows;

@@ -81,8 +81,15 @@ struct SweepCurve {
     const std::vector<Precision>& precisions, const PlanOptions& base, const FitBudget& budget);
 
 /// One dtype's row of the summary (accelerate estimate-memory, for training).
+/// The quantized rows (weights int8, nf4) are a bf16 model with its Linear
+/// weights quantized: weight-only inference, and training as QLoRA does it
+/// (LoRA r=16 on the default targets, the quantized base frozen).
 struct DtypeRow {
   Precision precision = Precision::kFp32;
+  WeightFormat weights = WeightFormat::kNative;
+  /// Quantized rows: why the training columns are absent (-1), e.g. no
+  /// Linear layer matches LoRA's default targets; "" when planned.
+  std::string training_absent;
   int64_t weight_bytes = 0;     ///< Parameters and buffers as stored on the GPU.
   int64_t inference_bytes = 0;  ///< Inference pass: peak reserved + context.
   int64_t train_sgd_bytes = 0;  ///< Training step with plain SGD: peak reserved + context.
@@ -92,7 +99,9 @@ struct DtypeRow {
   int64_t train_adam_allocated = 0;
 };
 
-/// The summary rows for fp32, amp_bf16 and bf16 (in that order) at `bindings`.
+/// The summary rows for fp32, amp_bf16 and bf16 (in that order) at
+/// `bindings`, then bf16 with int8 and with nf4 Linear weights where the
+/// model has Linear weights to quantize.
 [[nodiscard]] Result<std::vector<DtypeRow>> DtypeSummary(const Graph& graph,
                                                          const ShapeBindings& bindings,
                                                          const PlanOptions& base);

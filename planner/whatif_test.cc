@@ -144,11 +144,23 @@ TEST(WhatIf, DtypeSummaryOrdersTheColumns) {
   b.batch = 64;
   auto rows = DtypeSummary(Mlp(), b, PlanOptions());
   ASSERT_TRUE(rows.ok()) << rows.message();
-  ASSERT_EQ(rows->size(), 3u);
+  ASSERT_EQ(rows->size(), 5u);
   const int64_t params = (256 * 1024 + 1024 * 10) * 4;
   EXPECT_EQ(rows.value()[0].weight_bytes, params);      // fp32
   EXPECT_EQ(rows.value()[1].weight_bytes, params);      // amp keeps fp32 parameters
   EXPECT_EQ(rows.value()[2].weight_bytes, params / 2);  // bf16
+  // w1 quantized (w2 is the output layer): int8 a byte a weight and an fp32
+  // scale per row; nf4 half a byte and its quantization state.
+  const DtypeRow& q8 = rows.value()[3];
+  const DtypeRow& q4 = rows.value()[4];
+  EXPECT_EQ(q8.weights, WeightFormat::kInt8);
+  EXPECT_EQ(q8.weight_bytes, 256 * 1024 + 4 * 256 + 1024 * 10 * 2);
+  EXPECT_EQ(q4.weights, WeightFormat::kNf4);
+  EXPECT_LT(q4.weight_bytes, q8.weight_bytes);
+  // No Linear is named like LoRA's default targets: no training figures.
+  EXPECT_EQ(q8.train_adam_bytes, -1);
+  EXPECT_NE(q8.training_absent.find("q_proj"), std::string::npos) << q8.training_absent;
+  rows->resize(3);
   for (const DtypeRow& r : rows.value()) {
     EXPECT_LT(r.inference_allocated, r.train_sgd_allocated);
     // Adam keeps two states of the parameters' size that SGD does not.

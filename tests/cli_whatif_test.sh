@@ -102,13 +102,36 @@ expect 0 "estimate json" "$M" estimate "$G" --batch 4 --format json
 python3 - "$T/out" <<'PY' && pass "estimate rows" || fail "estimate rows"
 import json, sys
 j = json.load(open(sys.argv[1]))
-rows = {r["precision"]: r for r in j["rows"]}
-assert list(rows) == ["fp32", "amp_bf16", "bf16"]
-assert rows["fp32"]["weight_bytes"] == rows["amp_bf16"]["weight_bytes"] == 2 * rows["bf16"]["weight_bytes"]
-for r in rows.values():
+rows = {(r["precision"], r["weights"]): r for r in j["rows"]}
+assert list(rows) == [("fp32", "native"), ("amp_bf16", "native"), ("bf16", "native"),
+                      ("bf16", "int8"), ("bf16", "nf4")], list(rows)
+native = [rows[(p, "native")] for p in ("fp32", "amp_bf16", "bf16")]
+assert native[0]["weight_bytes"] == native[1]["weight_bytes"] == 2 * native[2]["weight_bytes"]
+for r in native:
     assert r["inference"]["device_bytes"] < r["train_sgd"]["device_bytes"] < r["train_adam"]["device_bytes"], r
+# Quantized Linear weights: fewer bytes, nf4 fewer than int8; GPT-2 has no q_proj, so
+# the default LoRA targets leave training unplanned, and the row says why.
+q8, q4 = rows[("bf16", "int8")], rows[("bf16", "nf4")]
+assert q4["weight_bytes"] < q8["weight_bytes"] < native[2]["weight_bytes"], (q4, q8)
+assert q8["inference"]["device_bytes"] < native[2]["inference"]["device_bytes"]
+assert q8["train_sgd"] is None and "q_proj" in q8["training_absent"], q8
 assert j["dims"] == {"batch": 4}, j["dims"]
 PY
+expect 0 "estimate --lora" "$M" estimate "$G" --batch 4 --lora r=8,targets=c_attn --format json
+cp "$T/out" "$T/est"
+expect 0 "plan of the int8 row" "$M" plan "$G" --batch 4 --precision bf16 --lora r=8,targets=c_attn \
+  --weights int8 --optimizer adam --format json
+python3 - "$T/est" "$T/out" <<'PY' && pass "estimate's int8 row is that plan" || fail "estimate's int8 row is that plan"
+import json, sys
+est = json.load(open(sys.argv[1]))
+row = [r for r in est["rows"] if r["weights"] == "int8"][0]
+plan = json.load(open(sys.argv[2]))
+assert row["train_adam"]["allocated_bytes"] == plan["peak"]["allocated_bytes"], (row, plan["peak"])
+assert "training_absent" not in row
+PY
+expect 2 "estimate: --lora matching nothing" "$M" estimate "$G" --batch 4 --lora r=8,targets=zzz
+err_is "estimate: --lora message" \
+  "memplan: error: $G: --lora: target 'zzz' matches no Linear layer (e.g. m.transformer.h.0.attn.c_attn)"
 expect 0 "estimate table" "$M" estimate "$R" --batch 16
 grep -q "^  dtype .*train Adam$" "$T/out" && pass "estimate table" || fail "estimate table"
 expect 2 "estimate: bad batch" "$M" estimate "$R" --batch 0
