@@ -7,7 +7,9 @@ Usage: python3 bench/cudnn_rnn_fit.py [bench/results/cudnn_rnn_probe_h200.jsonl]
 Per call the probe's events give: the workspace (the largest allocation the
 training forward frees inside the call; backward data and weights take the
 same size), the inference workspace (eval forward), and the reserve space
-(the last allocation of the training forward, kept for backward). The
+(the last allocation of the training forward, kept for backward); each
+fp32 call's autocast run (amp_fwd) is a bf16 sample of the training
+workspace as well. The
 workspace holds a copy of the weights (in the input dtype) plus terms in the
 sizes; the coefficients are a least-squares fit per mode over all measured shapes
 (residuals weighted by 1/sqrt(size)), printed with the errors they leave.
@@ -60,11 +62,20 @@ def main():
         r["ws_inf"] = max(e[1] for e in r["inf"] if e[0] == "alloc")
         r["reserve"] = allocs[-1][1]
         rows.append(r)
+        # The same shape under autocast (amp_fwd): a bf16 call, the flat
+        # bf16 weight copy allocated before it.
+        if r.get("amp_fwd") and r["dtype"] == "fp32":
+            a = dict(r, dtype="bf16", ws_inf=None)
+            al = [e for e in r["amp_fwd"] if e[0] == "alloc"]
+            fr = {e[2] for e in r["amp_fwd"] if e[0] == "free"}
+            a["ws"] = max(e[1] for e in al if e[2] in fr)
+            a["reserve"] = al[-1][1]
+            rows.append(a)
     bad = [r for r in rows if reserve(r) != r["reserve"]]
     print(f"reserve rule: {len(rows) - len(bad)} of {len(rows)} calls exact")
     for mode in GATES:
-        sel = [r for r in rows if r["mode"] == mode]
         for target in ("ws", "ws_inf"):
+            sel = [r for r in rows if r["mode"] == mode and r[target] is not None]
             w = np.array([sizes(r)[0] for r in sel], float)
             x = np.array([sizes(r)[1] for r in sel], float)
             y = np.array([r[target] for r in sel], float)

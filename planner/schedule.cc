@@ -1237,19 +1237,28 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
     weights.push_back(val_of_[t]);
     weights_grad = weights_grad || s_.vals[val_of_[t]].requires_grad;
   }
-  if (amp) {
+  // bf16 weights are never flattened into one buffer: nn.RNNBase's
+  // flatten_parameters returns early unless torch.backends.cudnn.is_acceptable
+  // (half, float, double only), so every call copies them into a new flat
+  // buffer, kept for backward ("RNN module weights are not part of single
+  // contiguous chunk of memory", RNN.cpp; the 22,548,480 B copy of a bf16
+  // gru_seqfirst call in an H200 allocator trace).
+  const bool bf16_copy = !amp && !weights.empty() && s_.vals[weights[0]].dtype == DType::kBFloat16;
+  if (amp || bf16_copy) {
+    const DType from = amp ? DType::kFloat : DType::kBFloat16;
+    const DType to = amp ? half : DType::kBFloat16;
     int64_t numel = 0;
     for (int w : weights) {
       int64_t n = 0;
-      if (s_.vals[w].dtype == DType::kFloat && CheckedNumel(s_.vals[w].shape, &n)) {
+      if (s_.vals[w].dtype == from && CheckedNumel(s_.vals[w].shape, &n)) {
         numel = SatAdd(numel, n);
       }
     }
     if (numel > 0) {
-      const int flat = Synthetic(label + "/flat_weight:" + DTypeName(half), {numel}, half, {}, -1);
+      const int flat = Synthetic(label + "/flat_weight:" + DTypeName(to), {numel}, to, {}, -1);
       s_.vals[flat].requires_grad = weights_grad;
       ExecOp cast;
-      cast.label = "autocast(" + label + " weights)";
+      cast.label = amp ? "autocast(" + label + " weights)" : "flat copy(" + label + " weights)";
       cast.op_type = op_names::kCast;
       cast.in = weights;
       cast.out = {flat};
