@@ -117,6 +117,7 @@ Status ApplyKey(const std::string& key, const nlohmann::json& v, CheckSpec* spec
   } else if (key == "attention") {
     return Choice(v, key, EnumNames<Attention>(), &spec->plan_flags.attention);
   } else if (key == "loss") {
+    spec->plan_flags.loss_given = true;
     return Choice(v, key, EnumNames<Loss>(), &spec->plan_flags.loss);
   } else if (key == "step") {
     return Choice(v, key, EnumNames<StepKind>(), &spec->plan_flags.step);

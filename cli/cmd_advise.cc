@@ -261,6 +261,7 @@ struct Context {
   std::string model;
   std::string device_label;  ///< "" when only --budget.
   bool speed_reference = false;
+  std::vector<std::string> warnings;  ///< About the model (ModelWarnings).
 };
 
 nlohmann::json AdviceJson(const Context& ctx, const Advice& a, const AdviseRequest& r) {
@@ -290,6 +291,7 @@ nlohmann::json AdviceJson(const Context& ctx, const Advice& a, const AdviseReque
                                 {"batch1_device_bytes", c.device_bytes}});
   }
   j["notes"] = a.notes;
+  j["warnings"] = ctx.warnings;
   j["plans"] = a.plans;
   return j;
 }
@@ -407,7 +409,8 @@ std::string Table(const Context& ctx, const Advice& a, const AdviseRequest& r, s
     while (std::getline(snip, l)) os << (l.empty() ? "" : "    ") << l << "\n";
   }
   for (const std::string& n : a.notes) os << "\nnote: " << n;
-  if (!a.notes.empty()) os << "\n";
+  for (const std::string& w : ctx.warnings) os << "\nwarning: " << w;
+  if (!a.notes.empty() || !ctx.warnings.empty()) os << "\n";
   return os.str();
 }
 
@@ -448,6 +451,9 @@ std::string Markdown(const Context& ctx, const Advice& a, const AdviseRequest& r
     os << "### PyTorch\n\n```python\n" << Snippet(c, r, a.blocks) << "```\n";
   }
   for (const std::string& n : a.notes) os << "\n> note: " << MarkdownText(n, 1000) << "\n";
+  for (const std::string& w : ctx.warnings) {
+    os << "\n> warning: " << MarkdownText(w, 1000) << "\n";
+  }
   return os.str();
 }
 
@@ -585,6 +591,8 @@ int RunAdvise(const AdviseArgs& args) {
                   "' is the batch symbol advise searches over; leave it out");
     }
   }
+  // What the plans cannot show: the export's mode, a loss on non-logits.
+  ctx.warnings = ModelWarnings(g.value(), flags, Mode::kTrain);
   // Progress on a terminal: the search makes dozens of plans.
   Progress progress;
   int plans = 0;
@@ -603,6 +611,7 @@ int RunAdvise(const AdviseArgs& args) {
   auto advice = Advise(g.value(), r);
   progress.Clear();
   if (!advice.ok()) return Fail(advice.message());
+  PrintWarnings(ctx.warnings);
   const size_t n_alt = static_cast<size_t>(std::max(0, args.alternatives));
   if (args.format == "json") {
     std::cout << AdviceJson(ctx, advice.value(), r).dump(2) << "\n";

@@ -260,6 +260,9 @@ int RunCheck(const CheckArgs& a) {
     if (!plan.ok()) {
       return bad(where + ": " + plan.message());
     }
+    for (std::string& w : ModelWarnings(g->second, s.plan_flags, options->mode)) {
+      plan->warnings.push_back(std::move(w));
+    }
     // Each distinct warning once (a model checked at several batches repeats them).
     std::vector<std::string> fresh;
     for (const std::string& w : plan->warnings) {

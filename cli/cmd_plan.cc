@@ -119,6 +119,7 @@ int RunPlan(const PlanArgs& a) {
                                                             a.compare_rows, advice_ptr));
     if (!s.ok()) return Fail(s.message());
   }
+  PrintWarnings(c.plan.warnings);
   std::cout << RenderPlan(a.format, a.model.model, c, run, cmp, a.compare_rows, advice_ptr);
   return kExitOk;
 }

@@ -134,6 +134,7 @@ int RunValidate(const ValidateArgs& a) {
   if (!plan.ok()) {
     return Fail(plan.message());
   }
+  PrintWarnings(plan->warnings);
 
   ValidationRequest req;
   req.events = plan->events;

@@ -11,7 +11,9 @@
 #include "cli/format.h"
 #include "onnx_import/importer.h"
 #include "planner/distributed.h"
+#include "planner/export_mode.h"
 #include "planner/finetune.h"
+#include "planner/loss_target.h"
 #include "planner/plan_model.h"
 
 namespace memplan {
@@ -41,8 +43,11 @@ void AddSharedPlanFlags(CLI::App* cmd, PlanFlags* f) {
       ->check(Allowed<Optimizer>());
   cmd->add_option("--attention", f->attention, "fused (SDPA kernels) or eager")
       ->check(Allowed<Attention>());
-  cmd->add_option("--loss", f->loss, "cross_entropy, mse or none (on the first output)")
-      ->check(Allowed<Loss>());
+  cmd->add_option("--loss", f->loss,
+                  "cross_entropy, mse or none (on the first output; memplan warns when the "
+                  "default meets an output that is not class logits)")
+      ->check(Allowed<Loss>())
+      ->each([f](const std::string&) { f->loss_given = true; });
   cmd->add_option("--allocator", f->allocator, "default or expandable (expandable_segments)")
       ->check(Allowed<AllocatorKind>());
   cmd->add_option("--freeze", f->freeze,
@@ -265,6 +270,21 @@ Result<Graph> LoadGraph(const std::string& path) {
   return ImportOnnxFile(path);
 }
 
+std::vector<std::string> ModelWarnings(const Graph& g, const PlanFlags& f, Mode mode) {
+  std::vector<std::string> out;
+  if (mode != Mode::kTrain) return out;
+  const std::string exported = ExportModeWarning(g.source, DetectExportMode(g));
+  if (!exported.empty()) out.push_back(exported);
+  if (!f.loss_given && f.loss == EnumName(Loss::kCrossEntropy)) {
+    const std::string why = NotClassLogits(g);
+    if (!why.empty()) {
+      out.push_back(g.source + ": the default loss (cross entropy on class logits) may not fit: " +
+                    why + "; pass --loss mse or --loss none (--loss cross_entropy keeps it)");
+    }
+  }
+  return out;
+}
+
 Result<Plan> PlanFromFlags(const ModelFlags& m, const PlanFlags& p, bool keep_events) {
   auto loaded = LoadGraph(m.model);
   if (!loaded.ok()) return loaded.status();
@@ -273,8 +293,11 @@ Result<Plan> PlanFromFlags(const ModelFlags& m, const PlanFlags& p, bool keep_ev
   auto options = ToPlanOptions(p);
   if (!options.ok()) return options.status();
   options->keep_events = keep_events;
+  std::vector<std::string> model_warnings = ModelWarnings(loaded.value(), p, options->mode);
   auto plan = PlanModel(std::move(loaded.value()), bindings.value(), options.value());
-  if (plan.ok()) PrintWarnings(plan->warnings);
+  if (plan.ok()) {
+    plan->warnings.insert(plan->warnings.end(), model_warnings.begin(), model_warnings.end());
+  }
   return plan;
 }
 

@@ -30,6 +30,7 @@ struct PlanFlags {
   std::string optimizer = "adamw";
   std::string attention = "fused";
   std::string loss = "cross_entropy";
+  bool loss_given = false;  ///< --loss (or a budget file's "loss") was given, not defaulted.
   std::string step = "steady";
   std::string allocator = "default";
   std::string reserve;  ///< Context bytes, e.g. "767MiB"; empty = default.
@@ -94,9 +95,16 @@ Result<BudgetChoice> ToBudget(const BudgetFlags& f);
 Result<Graph> LoadGraph(const std::string& path);
 
 /// Imports the model and plans it with the flags through the planner's
-/// entry point (PlanModel; warnings go to stderr); `keep_events` keeps the
+/// entry point (PlanModel), ModelWarnings appended to the plan's warnings
+/// (the caller prints them once nothing can fail); `keep_events` keeps the
 /// allocator trace.
 Result<Plan> PlanFromFlags(const ModelFlags& m, const PlanFlags& p, bool keep_events);
+
+/// What no plan shows about the model and the flags: how it was exported
+/// (DetectExportMode, for a training step) and the default loss put on an
+/// output that does not look like class logits (NotClassLogits, unless --loss
+/// was given). `mode` is the step planned.
+[[nodiscard]] std::vector<std::string> ModelWarnings(const Graph& g, const PlanFlags& f, Mode mode);
 
 /// Prints warnings to stderr, one line each.
 void PrintWarnings(const std::vector<std::string>& warnings);

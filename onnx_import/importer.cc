@@ -39,6 +39,7 @@ struct Importer {
   int64_t module_path_bytes = 0;
   int64_t ir_version = 0;
   std::set<std::string> functions;  ///< "domain\nname" of the model-local functions.
+  std::string last_fx_node;         ///< The FX node the previous ONNX node came from.
 
   Status Error(const std::string& what) const { return Status::Error(source + ": " + what); }
 
@@ -338,24 +339,73 @@ Status ReadType(const Importer& im, const onnx::TypeProto& type, const std::stri
 Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g,
                    onnx::GraphProto* consumed = nullptr);
 
+/// The FX node text read for its name and target ("%native_dropout : [num_users=1] =
+/// call_function[target=torch.ops.aten.native_dropout.default](args = ...").
+constexpr size_t kFxHead = 400;
+/// Longest ATen op or module class name kept (longer ones are clipped).
+constexpr size_t kMaxRecordedName = 200;
+
+/// The last quoted entry but one of a class_hierarchy list (the last is the
+/// op): "['torchvision.models.resnet.ResNet', 'torch.nn.modules.conv.Conv2d',
+/// 'aten.conv2d.default']" -> "torch.nn.modules.conv.Conv2d"; "" when the op
+/// runs in the root module alone.
+std::string InnermostModuleClass(const std::string& v) {
+  std::string prev, last;
+  int entries = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] != '\'' && v[i] != '"') continue;
+    const size_t j = v.find(v[i], i + 1);
+    if (j == std::string::npos) break;
+    prev = std::move(last);
+    last = v.substr(i + 1, std::min(j - i - 1, kMaxRecordedName));
+    ++entries;
+    i = j;
+  }
+  return entries >= 3 ? prev : std::string();
+}
+
+/// Counts the PyTorch op of `fx_text` (an FX node's text) in *record, once
+/// per FX node: the ONNX nodes one op became follow each other and share it.
+void RecordFxNode(Importer* im, const std::string& fx_text, const std::string& module_class,
+                  ExporterRecord* record) {
+  const size_t colon = fx_text.find(" :");
+  const std::string fx_name = fx_text.substr(0, colon);
+  if (fx_name == im->last_fx_node) return;
+  im->last_fx_node = fx_name;
+  ++record->fx_nodes;
+  static const std::string kTarget = "target=";
+  const size_t t = fx_text.find(kTarget);
+  if (t != std::string::npos) {
+    size_t begin = t + kTarget.size();
+    const size_t end = fx_text.find_first_of("]( ", begin);
+    std::string target = fx_text.substr(begin, end == std::string::npos ? end : end - begin);
+    if (target.rfind("torch.ops.", 0) == 0) target.erase(0, 10);
+    if (target.size() > kMaxRecordedName) target.resize(kMaxRecordedName);
+    ++record->aten_ops[target];
+  }
+  if (!module_class.empty()) ++record->module_classes[module_class];
+}
+
 // The modules a node runs inside, outermost first, and its module path: the
 // dynamo exporter's name scopes (['', 'm', 'm.transformer', ...,
 // 'm.transformer.h.0.attn', 'addmm']), or a TorchScript-style name
-// ("/layer1/layer1.0/conv1/Conv" -> layer1, layer1.0, layer1.0.conv1). Sets
-// *eval_op when the exporter recorded an eval-only op (batch norm without
-// training statistics). Adds to *buffer_args the module buffers the node
+// ("/layer1/layer1.0/conv1/Conv" -> layer1, layer1.0, layer1.0.conv1). Counts
+// in *record the PyTorch op the node was made from and its innermost
+// module's class (RecordFxNode). Adds to *buffer_args the module buffers the node
 // reads: torch.export names a buffer's placeholder `b_<fqn>` and a
 // parameter's `p_<fqn>` (dots as underscores); the dynamo exporter keeps the
 // FX node text ("pkg.torch.onnx.fx_node").
 // Module paths repeat their parents' prefixes, so their size grows with the
 // square of the depth: the depth and the bytes of all paths are bounded.
 Status ReadModules(Importer* im, const onnx::NodeProto& np, const std::string& where, Node* n,
-                   bool* eval_op, std::set<std::string>* buffer_args) {
+                   ExporterRecord* record, std::set<std::string>* buffer_args) {
   // NodeProto.metadata_props (field 9, IR 10) is newer than Debian's schema:
   // read it from the unknown fields, parsing only the entries we use.
   static const std::string kScopes = "pkg.torch.onnx.name_scopes";
   const auto& unknown = np.GetReflection()->GetUnknownFields(np);
   bool found = false;
+  std::string fx_text;       // The head of the FX node's text (name and target).
+  std::string module_class;  // The innermost module's class.
   for (int f = 0; f < unknown.field_count(); ++f) {
     const auto& field = unknown.field(f);
     if (field.number() != 9 ||
@@ -363,11 +413,17 @@ Status ReadModules(Importer* im, const onnx::NodeProto& np, const std::string& w
       continue;
     }
     const std::string& raw = field.length_delimited();
-    if (raw.find("_native_batch_norm_legit_no_training") != std::string::npos) *eval_op = true;
+    if (raw.find("pkg.torch.onnx.class_hierarchy") != std::string::npos) {
+      onnx::StringStringEntryProto ch;
+      if (ch.ParseFromString(raw) && ch.key() == "pkg.torch.onnx.class_hierarchy") {
+        module_class = InnermostModuleClass(ch.value());
+      }
+    }
     if (raw.find("pkg.torch.onnx.fx_node") != std::string::npos) {
       onnx::StringStringEntryProto fx;
       if (fx.ParseFromString(raw) && fx.key() == "pkg.torch.onnx.fx_node") {
         const std::string& v = fx.value();
+        fx_text = v.substr(0, std::min<size_t>(v.size(), kFxHead));
         for (size_t at = v.find("%b_"); at != std::string::npos; at = v.find("%b_", at + 1)) {
           size_t end = at + 3;
           while (end < v.size() &&
@@ -400,6 +456,7 @@ Status ReadModules(Importer* im, const onnx::NodeProto& np, const std::string& w
     }
     found = true;
   }
+  if (!fx_text.empty()) RecordFxNode(im, fx_text, module_class, record);
   n->modules_known = found;
   auto too_deep = [&]() {
     return im->Error(where + ": module path nested deeper than " +
@@ -717,7 +774,7 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
       }
     }
     const std::string where = "node '" + n.Label(ni) + "'";
-    Status modules_ok = ReadModules(im, np, where, &n, &g->eval_mode_hint, &buffer_args);
+    Status modules_ok = ReadModules(im, np, where, &n, &g->exporter, &buffer_args);
     if (!modules_ok.ok()) return modules_ok;
     if (n.op_type.empty()) return im->Error(where + ": empty op_type");
     if (!im->functions.empty() && im->functions.count(n.domain + '\n' + n.op_type)) {

@@ -77,6 +77,33 @@ TEST(ImporterTest, MarksModuleBuffersTheExporterRecorded) {
   EXPECT_FALSE(g.tensors[q].exported_buffer);
 }
 
+// The dynamo exporter's record of the PyTorch ops, counted once per FX node
+// (one op can become several ONNX nodes), and the innermost module classes.
+TEST(ImporterTest, RecordsTheExportersPyTorchOps) {
+  auto train = ImportOnnxFile(ModelPath("resnet18_train"));
+  ASSERT_TRUE(train.ok()) << train.message();
+  const ExporterRecord& t = train->exporter;
+  EXPECT_GT(t.fx_nodes, 0);
+  ASSERT_TRUE(t.aten_ops.count("aten._native_batch_norm_legit_functional.default"));
+  EXPECT_EQ(t.aten_ops.at("aten._native_batch_norm_legit_functional.default"), 20);
+  EXPECT_EQ(t.aten_ops.count("aten._native_batch_norm_legit_no_training.default"), 0u);
+  EXPECT_EQ(t.module_classes.at("torch.nn.modules.batchnorm.BatchNorm2d"), 20);
+  // The eval export folds batch norm into the convolutions (several ONNX
+  // nodes per batch norm): still 20.
+  auto eval = ImportOnnxFile(ModelPath("resnet18"));
+  ASSERT_TRUE(eval.ok()) << eval.message();
+  EXPECT_EQ(eval->exporter.aten_ops.at("aten._native_batch_norm_legit_no_training.default"), 20);
+  // nn.Dropout(p=0.0) in training exports a clone inside the module.
+  auto vit = ImportOnnxFile(ModelPath("vit_b_16_train"));
+  ASSERT_TRUE(vit.ok()) << vit.message();
+  EXPECT_GT(vit->exporter.module_classes.at("torch.nn.modules.dropout.Dropout"), 0);
+  // The TorchScript exporter records none.
+  auto ts = ImportOnnxFile(ModelPath("resnet50_train_ts"));
+  ASSERT_TRUE(ts.ok()) << ts.message();
+  EXPECT_EQ(ts->exporter.fx_nodes, 0);
+  EXPECT_TRUE(ts->exporter.aten_ops.empty());
+}
+
 TEST(ImporterTest, KeepsSmallIntegerConstants) {
   auto r = ImportOnnxFile(ModelPath("gpt2_train"));
   ASSERT_TRUE(r.ok()) << r.message();

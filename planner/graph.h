@@ -91,6 +91,19 @@ struct Node {
   std::string Label(int index) const;
 };
 
+/// What torch.onnx's dynamo exporter recorded about the PyTorch ops it
+/// lowered (node metadata `pkg.torch.onnx.fx_node` and `class_hierarchy`),
+/// counted per FX node (the ONNX nodes one PyTorch op became count once).
+/// Empty for other exporters.
+struct ExporterRecord {
+  int64_t fx_nodes = 0;  ///< PyTorch ops recorded.
+  /// ATen op -> FX nodes: "aten.native_dropout.default" -> 12.
+  std::map<std::string, int64_t> aten_ops;
+  /// Class of the innermost module running the op -> FX nodes:
+  /// "torch.nn.modules.dropout.Dropout" -> 25.
+  std::map<std::string, int64_t> module_classes;
+};
+
 /// A model: tensors, nodes in file order, and metadata.
 struct Graph {
   std::string source;  ///< File path, used in error messages.
@@ -99,7 +112,7 @@ struct Graph {
   std::string producer_version;
   int64_t ir_version = 0;
   std::map<std::string, int64_t> opsets;  ///< domain -> version.
-  bool eval_mode_hint = false;            ///< The exporter recorded eval-only ops (model.eval()).
+  ExporterRecord exporter;                ///< What torch.onnx's dynamo exporter recorded.
   /// Set by InferShapes: the value of every symbol it bound, and which one
   /// is the batch ("" when the model has none).
   std::map<std::string, int64_t> bound_symbols;

@@ -55,12 +55,6 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
   }
   for (int b : s.buffers) plan.buffer_bytes += s.vals[b].bytes;
   plan.context_bytes = options.context_bytes >= 0 ? options.context_bytes : kDefaultContextBytes;
-  if (options.mode == Mode::kTrain && g.eval_mode_hint) {
-    plan.warnings.push_back(g.source +
-                            ": the model was exported in eval mode (batch norm without training "
-                            "statistics, no dropout); a training plan needs a train-mode export "
-                            "(see the README)");
-  }
   Simulator sim(s, options);
   sim.Run();
   auto r = SimulateCachingAllocator(sim.events, options.allocator);

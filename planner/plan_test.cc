@@ -628,24 +628,6 @@ TEST(Plan, TrainWithoutAnOutputFails) {
   EXPECT_EQ(p.message(), "m.onnx: the graph has no output to put a loss on");
 }
 
-// The exporter's record of an eval-only op (the importer sets
-// eval_mode_hint) makes a training plan warn; a one-output BatchNormalization
-// alone does not (the dynamo exporter writes training batch norm that way).
-TEST(Plan, EvalModeExportWarnsInTraining) {
-  GraphBuilder b;
-  b.Input("x", {S("N"), D(4), D(4), D(4)});
-  for (const char* n : {"s", "bb", "m", "v"}) b.Init(n, {4});
-  b.Op("BatchNormalization", {"x", "s", "bb", "m", "v"}, {"y"});
-  b.Output("y");
-  EXPECT_TRUE(PlanOf(b, 2, Train(Optimizer::kSgd)).warnings.empty());
-  b.g.eval_mode_hint = true;
-  const Plan p = PlanOf(b, 2, Train(Optimizer::kSgd));
-  ASSERT_EQ(p.warnings.size(), 1u);
-  EXPECT_NE(p.warnings[0].find("exported in eval mode"), std::string::npos);
-  const Plan inf = PlanOf(b, 2, Inference());
-  EXPECT_TRUE(inf.warnings.empty());
-}
-
 // x [N, 16, 64, 64] -> 3x3 conv to 64 channels -> global pool -> logits.
 GraphBuilder WideConv() {
   GraphBuilder b;

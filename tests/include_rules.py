@@ -29,6 +29,7 @@ STAGE_OF = {
     "schedule": "schedule", "fusion": "schedule", "attention": "schedule",
     "module_calls": "schedule", "params": "schedule", "sdpa": "schedule", "layout": "schedule",
     "rnn": "schedule", "rules": "schedule", "finetune": "schedule",
+    "export_mode": "schedule", "loss_target": "schedule",
     "allocator_sim": "simulation", "arena": "simulation", "plan": "simulation",
     "plan_model": "simulation", "simulator": "simulation", "peaks": "simulation",
     "timeline": "simulation", "kernels": "simulation", "plan_step": "simulation",

@@ -3,13 +3,15 @@
 
 /// Names of the registered ops that the schedule creates (autocast casts, the
 /// eager attention sequence, fused regions) or that a graph pattern matcher
-/// (attention.cc, fusion.cc, rnn.cc) looks for, so that op names are written
+/// (attention.cc, fusion.cc, rnn.cc) or a detector (export_mode.cc,
+/// loss_target.cc) looks for, so that op names are written
 /// only in planner/ops/ (tests/op_names_rule.py checks the rest of planner/).
 
 namespace memplan {
 namespace op_names {
 
 inline constexpr char kAdd[] = "Add";
+inline constexpr char kBatchNormalization[] = "BatchNormalization";
 inline constexpr char kCast[] = "Cast";
 inline constexpr char kCastLike[] = "CastLike";
 inline constexpr char kDiv[] = "Div";
@@ -22,7 +24,9 @@ inline constexpr char kGroupNormalization[] = "GroupNormalization";
 inline constexpr char kIdentity[] = "Identity";
 inline constexpr char kInstanceNormalization[] = "InstanceNormalization";
 inline constexpr char kIsNaN[] = "IsNaN";
+inline constexpr char kHardSigmoid[] = "HardSigmoid";
 inline constexpr char kLSTM[] = "LSTM";
+inline constexpr char kLogSoftmax[] = "LogSoftmax";
 inline constexpr char kMatMul[] = "MatMul";
 inline constexpr char kMul[] = "Mul";
 inline constexpr char kPow[] = "Pow";
@@ -34,6 +38,7 @@ inline constexpr char kSigmoid[] = "Sigmoid";
 inline constexpr char kSoftmax[] = "Softmax";
 inline constexpr char kSqrt[] = "Sqrt";
 inline constexpr char kSwish[] = "Swish";
+inline constexpr char kTanh[] = "Tanh";
 inline constexpr char kTile[] = "Tile";
 inline constexpr char kTranspose[] = "Transpose";
 inline constexpr char kUnsqueeze[] = "Unsqueeze";
