@@ -37,12 +37,7 @@ KNOWN = {
     ("wav2vec2_cls", "freeze:feature_extractor"): (
         35.0, "HF's feature encoder sets requires_grad on its input unless "
         "freeze_feature_encoder() ran: its frozen convolutions keep their inputs"),
-    ("llama_1b", "train-only:lm_head|layers\\.1[5-9]\\."): (
-        4.0, "measured once; the amp_bf16 forward of the base model is under by 400 MiB"),
-    ("llama_1b", "full"): (7.0, "full training, not fine-tuning: the reference row"),
-    ("llama_1b", "lora:16:q_proj,v_proj", 4, "bf16"): (
-        4.0, "bf16 RMSNorm: memplan keeps the bf16 input of x * rsqrt beside its fp32 copy "
-        "(16 MiB per norm at batch 4); found, not fixed"),
+    ("llama_1b", "full"): (3.0, "full training, not fine-tuning: the reference row"),
 }
 
 

@@ -323,14 +323,20 @@ RmsNormOps FindRmsNormOps(const Graph& g) {
     }
     if (r < 0) continue;
     bool any = false;
+    const int x = p.inputs[0];
     for (int m : g.tensors[r].consumers) {
-      if (g.nodes[m].op_type != op_names::kMul) continue;
-      for (int w : g.tensors[g.nodes[m].outputs[0]].consumers) {
+      const Node& mul = g.nodes[m];
+      if (mul.op_type != op_names::kMul) continue;
+      bool weighted = false;
+      for (int w : g.tensors[mul.outputs[0]].consumers) {
         if (g.nodes[w].op_type == op_names::kMul) {
           found.weight_muls.insert(w);
-          any = true;
+          weighted = true;
         }
       }
+      // x * rsqrt(mean(x^2) + eps): the same x the Pow squares.
+      if (weighted && (mul.inputs[0] == x || mul.inputs[1] == x)) found.normalize_muls.insert(m);
+      any = any || weighted;
     }
     if (any) found.mean_square_pows.insert(ni);
   }

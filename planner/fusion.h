@@ -37,6 +37,7 @@ struct FusedRegion {
 /// (or Rsqrt) -> Mul(x, .) -> Mul(weight, .).
 struct RmsNormOps {
   std::set<int> mean_square_pows;  ///< The Pow(x, 2) nodes.
+  std::set<int> normalize_muls;    ///< The Mul(x, rsqrt(...)) nodes.
   std::set<int> weight_muls;       ///< The Mul by the weight.
 };
 [[nodiscard]] RmsNormOps FindRmsNormOps(const Graph& g);

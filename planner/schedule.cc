@@ -236,7 +236,7 @@ class Builder {
   bool IsLinearBias(int ni, std::vector<int>& in) const;
   void AddBiasAdd(int ni, const std::vector<int>& in);
   int SegmentOf(const std::string& scope) const;
-  void SkipUnusedFeeders(std::set<int> tensors);
+  void SkipUnusedFeeders(std::set<int> tensors, const std::set<int>& needed);
   void FindRmsNorms();
   int CastVal(int v, DType to, bool weight_cache, const std::string& why);
   int ContiguousCopy(int v, const std::string& label);
@@ -267,6 +267,8 @@ class Builder {
   std::map<int, FusedRegion> fused_;        // keyed by the last node
   std::set<int> rms_pow_nodes_;             // RMSNorm: the mean-square Pow
   std::set<int> rms_weight_muls_;           // RMSNorm: the Mul by the weight
+  std::set<int> rms_normalize_muls_;        // RMSNorm: x * rsqrt(mean square)
+  std::map<int, int> rms_fp32_copy_;        // RMSNorm input -> its fp32 copy
   FineTuneSetup ft_;
   std::map<int, LinearLayer> lora_at_;  // keyed by the layer's end node
   std::map<int, int> dequant_of_;       // dequantized val -> quantized weight
@@ -537,7 +539,17 @@ void Builder::AddComputeOp(int ni, const OpDef* def, std::vector<int> in) {
     // computes the mean square in fp32 (`hidden_states.to(torch.float32)`,
     // a no-op the fp32 export drops) and casts back before the weight.
     if (rms_pow_nodes_.count(ni) && !in.empty() && in[0] >= 0 && IsHalf(s_.vals[in[0]].dtype)) {
-      in[0] = CastVal(in[0], DType::kFloat, false, "to_float(" + n.Label(ni) + ")");
+      const int x = in[0];
+      in[0] = CastVal(x, DType::kFloat, false, "to_float(" + n.Label(ni) + ")");
+      rms_fp32_copy_[x] = in[0];
+    }
+    // x * rsqrt(...) reads that fp32 copy too (one tensor, which both keep
+    // for backward), not the half-precision x.
+    if (rms_normalize_muls_.count(ni)) {
+      for (int& x : in) {
+        auto it = x >= 0 ? rms_fp32_copy_.find(x) : rms_fp32_copy_.end();
+        if (it != rms_fp32_copy_.end()) x = it->second;
+      }
     }
     if (rms_weight_muls_.count(ni)) {
       for (int& x : in) {
@@ -553,6 +565,7 @@ void Builder::AddComputeOp(int ni, const OpDef* def, std::vector<int> in) {
 void Builder::FindRmsNorms() {
   RmsNormOps found = FindRmsNormOps(g_);
   rms_pow_nodes_ = std::move(found.mean_square_pows);
+  rms_normalize_muls_ = std::move(found.normalize_muls);
   rms_weight_muls_ = std::move(found.weight_muls);
 }
 
@@ -1499,11 +1512,15 @@ Result<Schedule> Builder::Build() {
   if (!order.ok()) return order.status();
   FindRmsNorms();
   std::set<int> dropped;  // tensors the run-time SDPA call does not get
+  std::set<int> needed;   // ... and those it gets in their place
   for (AttentionRegion& r : FindAttentionRegions(g_)) {
     for (int ni : r.nodes) skipped_nodes_.insert(ni);
     if (o_.attention == Attention::kFused && r.causal_mask) {
       dropped.insert(r.mask);
-      if (r.k_kv >= 0) dropped.insert({r.k, r.v});
+      if (r.k_kv >= 0) {
+        dropped.insert({r.k, r.v});
+        needed.insert({r.k_kv, r.v_kv});
+      }
     }
     regions_[r.last_node] = std::move(r);
   }
@@ -1512,7 +1529,7 @@ Result<Schedule> Builder::Build() {
     const int last = r.layers.back();
     rnn_regions_[last] = std::move(r);
   }
-  SkipUnusedFeeders(dropped);
+  SkipUnusedFeeders(dropped, needed);
   for (FusedRegion& r : FindFusedRegions(g_)) {
     for (int ni : r.nodes) skipped_nodes_.insert(ni);
     fused_[r.last_node] = std::move(r);
@@ -1534,7 +1551,7 @@ Result<Schedule> Builder::Build() {
 // Nodes whose outputs only the skipped nodes read (shape reads aside) do not
 // run: the causal mask and the head repeat of an HF export when the model
 // passes is_causal and enable_gqa instead.
-void Builder::SkipUnusedFeeders(std::set<int> tensors) {
+void Builder::SkipUnusedFeeders(std::set<int> tensors, const std::set<int>& needed) {
   for (bool changed = true; changed;) {
     changed = false;
     for (auto it = tensors.begin(); it != tensors.end();) {
@@ -1546,6 +1563,9 @@ void Builder::SkipUnusedFeeders(std::set<int> tensors) {
       bool unused = true;
       for (int out : g_.nodes[p].outputs) {
         if (out < 0) continue;
+        // What the SDPA call reads instead (the un-repeated keys and values)
+        // runs, although only skipped nodes read it in the graph.
+        if (needed.count(out)) unused = false;
         for (int o : g_.outputs) unused = unused && o != out;
         for (int c : g_.tensors[out].consumers) {
           if (skipped_nodes_.count(c)) continue;

@@ -178,6 +178,12 @@ TEST(SdpaSchedule, AmpGqaRunsFlashOnTheKeyValueHeads) {
   EXPECT_EQ(s.vals[op->in[1]].shape[1], kKv);
   EXPECT_EQ(op->in[3], -1);  // no mask: is_causal
   EXPECT_EQ(Count(s, "Softmax"), 0);
+  // The head repeat does not run, but what feeds the un-repeated k and v
+  // does (their projections): only the repeat's nodes are dropped.
+  int projections = 0;
+  for (const ExecOp& o : s.ops) projections += o.label == "k_proj" || o.label == "v_proj";
+  EXPECT_EQ(projections, 2);
+  EXPECT_EQ(Count(s, "Expand"), 0);
   // fp32 dq (B*H*S*D*4) + fp32 row sums (B*H*S*4) + dk, dv per query head
   // in bf16 (2 * B*H*S*D*2).
   EXPECT_EQ(op->bwd_workspace,
@@ -247,6 +253,15 @@ TEST(SdpaSchedule, RmsNormInBf16UpcastsToFp32) {
   // Pow reads (and keeps) an fp32 copy of x: B*S*D*4 bytes.
   EXPECT_EQ(s.vals[pow->in[0]].dtype, DType::kFloat);
   EXPECT_EQ(s.vals[pow->in[0]].bytes, kB * kS * kD * 4);
+  // x * rsqrt reads that same copy (LlamaRMSNorm's hidden_states), so the
+  // bf16 x is not kept beside it; one cast in all before the weight's.
+  const ExecOp* normalise = nullptr;
+  for (const ExecOp& op : s.ops) {
+    if (op.label == "normalise") normalise = &op;
+  }
+  ASSERT_NE(normalise, nullptr);
+  EXPECT_EQ(normalise->in[0], pow->in[0]);
+  EXPECT_EQ(Count(s, "Cast"), 2);
   // The weight multiplies a bf16 tensor again.
   for (int x : weight->in) EXPECT_EQ(s.vals[x].dtype, DType::kBFloat16);
   // In fp32 nothing is copied.
