@@ -390,6 +390,21 @@ def frame_summary(frames):
     return "|".join(keep)
 
 
+def infer_peaks(model, xs):
+    """eval(), two forwards under inference_mode: the peaks they reach."""
+    total = torch.cuda.mem_get_info()[1]
+    model.eval()
+    torch.cuda.reset_peak_memory_stats()
+    with torch.inference_mode():
+        for _ in range(2):
+            out = model(*xs)
+            del out
+    torch.cuda.synchronize()
+    return dict(peak=torch.cuda.max_memory_allocated(),
+                reserved_peak=torch.cuda.max_memory_reserved(),
+                device_used=total - torch.cuda.mem_get_info()[0])
+
+
 def measure(name, mode, batch, prec, trace=None):
     build, inputs, _, _, loss_kind, *_ = MODELS[name]
     torch.manual_seed(0)
@@ -405,16 +420,7 @@ def measure(name, mode, batch, prec, trace=None):
                param_bytes=torch.cuda.memory_allocated())
     total = torch.cuda.mem_get_info()[1]
     if mode == "infer":
-        model.eval()
-        torch.cuda.reset_peak_memory_stats()
-        with torch.inference_mode():
-            for _ in range(2):
-                out = model(*xs)
-                del out
-        torch.cuda.synchronize()
-        rec.update(peak=torch.cuda.max_memory_allocated(),
-                   reserved_peak=torch.cuda.max_memory_reserved(),
-                   device_used=total - torch.cuda.mem_get_info()[0])
+        rec.update(infer_peaks(model, xs))
     else:
         model.train()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)

@@ -105,17 +105,7 @@ def measure_infer(name, batch, prec, fmt):
     rec = dict(model=name, batch=batch, precision=prec, mode=f"infer:{fmt}", cap_gib=None,
                total=sum(p.numel() for p in model.parameters()),
                param_bytes=torch.cuda.memory_allocated())
-    model.eval()
-    total = torch.cuda.mem_get_info()[1]
-    torch.cuda.reset_peak_memory_stats()
-    with torch.inference_mode():
-        for _ in range(2):
-            out = model(*xs)
-            del out
-    torch.cuda.synchronize()
-    rec.update(peak=torch.cuda.max_memory_allocated(),
-               reserved_peak=torch.cuda.max_memory_reserved(),
-               device_used=total - torch.cuda.mem_get_info()[0])
+    rec.update(families.infer_peaks(model, xs))
     print(json.dumps(rec), flush=True)
 
 

@@ -76,19 +76,15 @@ head_only=$("$BIN" plan "$L" --batch 2 --train-only lm_head --format json | pyth
   fail "train-only lowers the peak ($head_only vs $full)"
 
 # ------------------------------------------------------------ against the H200
-if python3 "$ROOT/bench/finetune_compare.py" "$BIN" "$MODELS" \
-    "$ROOT/bench/results/finetune_h200.jsonl" --check > "$T/cmp" 2>&1; then
-  pass "finetune_compare --check (H200 rows within their bounds)"
-else
-  fail "finetune_compare --check:"
-  tail -8 "$T/cmp" | sed 's/^/  | /'
-fi
+compare_rows() {  # ROWS NAME: bench/finetune_compare.py --check on ROWS
+  if python3 "$ROOT/bench/finetune_compare.py" "$BIN" "$MODELS" "$1" --check > "$T/cmp" 2>&1; then
+    pass "finetune_compare --check on $2 (H200 rows within their bounds)"
+  else
+    fail "finetune_compare --check on $2:"
+    tail -8 "$T/cmp" | sed 's/^/  | /'
+  fi
+}
+compare_rows "$ROOT/bench/results/finetune_h200.jsonl" "the fine-tuning rows"
 # int8 (LLM.int8) and int4 (FP4) bases under LoRA, weight-only inference.
-if python3 "$ROOT/bench/finetune_compare.py" "$BIN" "$MODELS" \
-    "$ROOT/bench/results/finetune_quant_h200.jsonl" --check > "$T/cmpq" 2>&1; then
-  pass "finetune_compare --check on the quantized rows"
-else
-  fail "finetune_compare --check on the quantized rows:"
-  tail -8 "$T/cmpq" | sed 's/^/  | /'
-fi
+compare_rows "$ROOT/bench/results/finetune_quant_h200.jsonl" "the quantized rows"
 finish
