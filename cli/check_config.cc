@@ -51,8 +51,9 @@ std::string Show(const nlohmann::json& v) {
 }
 
 const std::set<std::string> kCheckKeys = {
-    "name", "model", "mode",      "batch",   "dims",       "precision", "optimizer", "attention",
-    "loss", "step",  "allocator", "reserve", "checkpoint", "budget",    "device",    "margin"};
+    "name",      "model",      "mode",      "batch",  "batch_dim", "dims",
+    "precision", "optimizer",  "attention", "loss",   "step",      "allocator",
+    "reserve",   "checkpoint", "budget",    "device", "margin"};
 
 Status Choice(const nlohmann::json& v, const std::string& key,
               const std::vector<std::string>& allowed, std::string* out) {
@@ -99,6 +100,11 @@ Status ApplyKey(const std::string& key, const nlohmann::json& v, CheckSpec* spec
       return Status::Error("'batch' must be a positive integer, got " + Show(v));
     }
     spec->model_flags.batch = v.get<int64_t>();
+  } else if (key == "batch_dim") {
+    if (!v.is_string() || v.get<std::string>().empty()) {
+      return Status::Error("'batch_dim' must be a symbol name, got " + Show(v));
+    }
+    spec->model_flags.batch_dim = v.get<std::string>();
   } else if (key == "dims") {
     if (!v.is_object()) {
       return Status::Error("'dims' must be an object {\"NAME\": VALUE}");

@@ -72,9 +72,9 @@ Result<std::vector<CheckSpec>> SpecsOf(const CheckArgs& a, std::string* metric_n
       return Status::Error("give either MODEL or --config " + a.config + ", not both");
     }
     for (const char* flag :
-         {"--batch", "--dim", "--mode", "--precision", "--optimizer", "--attention", "--loss",
-          "--step", "--allocator", "--reserve", "--checkpoint", "--freeze", "--train-only",
-          "--lora", "--weights", "--budget", "--device", "--margin"}) {
+         {"--batch", "--batch-dim", "--dim", "--mode", "--precision", "--optimizer", "--attention",
+          "--loss", "--step", "--allocator", "--reserve", "--checkpoint", "--freeze",
+          "--train-only", "--lora", "--weights", "--budget", "--device", "--margin"}) {
       if (a.cmd->count(flag) > 0) {
         return Status::Error(std::string(flag) + " cannot be combined with --config (set it in " +
                              a.config + ")");
@@ -346,8 +346,10 @@ void AddCheckCommand(CLI::App* app, CliState* state) {
   args->cmd = cmd;
   cmd->add_option("model", args->model.model, "ONNX model file (or use --config)");
   cmd->add_option("--batch,-b", args->model.batch,
-                  "Binds the batch symbol (dim 0 of the first input)")
+                  "Binds the batch symbol (the input symbol called 'batch', else dim 0 of the "
+                  "first input)")
       ->default_str("");
+  cmd->add_option("--batch-dim", args->model.batch_dim, "Names the symbol --batch binds");
   cmd->add_option("--dim", args->model.dims, "Binds a symbolic dim: NAME=VALUE (repeatable)");
   AddPlanFlags(cmd, &args->plan, true);
   AddDistFlags(cmd, &args->plan);

@@ -90,7 +90,8 @@ void AddDistFlags(CLI::App* cmd, PlanFlags* f) {
   cmd->add_option("--strategy", f->strategy,
                   "single, ddp (DistributedDataParallel), fsdp (FSDP2 fully_shard), zero1, "
                   "zero2, zero3 (DeepSpeed ZeRO stages)")
-      ->check(Allowed<ParallelStrategy>());
+      ->check(Allowed<ParallelStrategy>())
+      ->default_str("single");
   cmd->add_option("--fsdp-units", f->fsdp_units,
                   "Modules sharded as FSDP units of their own (default: the repeated blocks; "
                   "the root is one more)")
@@ -98,7 +99,8 @@ void AddDistFlags(CLI::App* cmd, PlanFlags* f) {
   cmd->add_option("--reshard-after-forward", f->reshard_after_forward,
                   "FSDP: free a unit's gathered parameters after its forward (on, default) "
                   "or keep them for backward (off)")
-      ->check(Allowed<Switch>());
+      ->check(Allowed<Switch>())
+      ->default_str("on");
 }
 
 void AddFormatFlag(CLI::App* cmd, std::string* format, const std::vector<std::string>& choices) {

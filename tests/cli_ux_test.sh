@@ -129,6 +129,20 @@ cp "$T/out" "$T/base.json"
 expect 0 "baseline at b4" "$BIN" check "$GPT2" --batch 4 --budget 80GiB --baseline "$T/base.json"
 has "unmatched baseline said" "$T/err" "its regression check is skipped"
 
+# check takes --batch-dim (and a budget file's batch_dim) as plan does.
+expect 0 "check --batch-dim" "$BIN" check "$GPT2" --batch 4 --batch-dim batch --budget 80GiB --format json
+json "check --batch-dim binds that symbol" 'd["checks"][0]["plan"]["config"]["dims"] == {"batch": 4}'
+expect 2 "check --batch-dim unknown" "$BIN" check "$GPT2" --batch 4 --batch-dim seq --budget 80GiB
+has "check --batch-dim unknown named" "$T/err" "--batch-dim seq: the model has no symbol 'seq'"
+printf '{"checks": [{"model": "%s", "batch": 4, "batch_dim": "seq", "budget": "80GiB"}]}' "$(cd "$(dirname "$GPT2")" && pwd)/$(basename "$GPT2")" >"$T/bd.json"
+expect 2 "budget file batch_dim" "$BIN" check --config "$T/bd.json"
+has "budget file batch_dim is read" "$T/err" "--batch-dim seq: the model has no symbol 'seq'"
+# Every option with a default shows it in --help.
+expect 0 "help check" "$BIN" help check
+has "help shows --strategy's default" "$T/out" "zero3}=single"
+has "help shows --reshard-after-forward's default" "$T/out" "{on,off}=on"
+has "check's --batch says how the symbol is found" "$T/out" "the input symbol called 'batch'"
+
 # ------------------------------------------------------------ completion
 COMPLETE=$(dirname "$0")/../completions/memplan.bash
 complete_words() {  # complete_words WORD...: the completions of the last word
