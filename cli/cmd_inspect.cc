@@ -10,6 +10,7 @@
 #include "cli/format.h"
 #include "cli/options.h"
 #include "planner/checkpoint.h"
+#include "planner/export_mode.h"
 #include "planner/finetune.h"
 #include "planner/params.h"
 
@@ -88,6 +89,7 @@ int RunInspect(const InspectArgs& a) {
   for (const Node& n : g.nodes) {
     histogram[n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type]++;
   }
+  const ExportModeEvidence mode = DetectExportMode(g);
   if (a.format == "json") {
     nlohmann::json j;
     j["model"] = a.model.model;
@@ -97,6 +99,8 @@ int RunInspect(const InspectArgs& a) {
     j["symbols"] = symbols;
     j["batch_symbol"] = batch_symbol;
     j["modules"] = modules;
+    j["export_mode"] = {
+        {"mode", ExportModeName(mode.mode)}, {"train", mode.train}, {"eval", mode.eval}};
     j["nodes"] = g.nodes.size();
     j["ops"] = histogram;
     for (int id : g.inputs) j["inputs"].push_back(TensorJson(g.tensors[id]));
@@ -133,6 +137,11 @@ int RunInspect(const InspectArgs& a) {
   std::cout << "\n  " << g.nodes.size() << " nodes, symbols:";
   for (const std::string& s : symbols)
     std::cout << " " << s << (s == batch_symbol ? " (batch)" : "");
+  std::cout << "\n  export mode " << ExportModeName(mode.mode);
+  std::vector<std::string> evidence = mode.train;
+  evidence.insert(evidence.end(), mode.eval.begin(), mode.eval.end());
+  for (size_t i = 0; i < evidence.size(); ++i) std::cout << (i ? ", " : " (") << evidence[i];
+  std::cout << (evidence.empty() ? " (no dropout, no batch norm: cannot be told)" : ")");
   std::cout << "\n\ninputs\n";
   for (int id : g.inputs) {
     std::cout << "  " << g.tensors[id].name << "  " << DTypeName(g.tensors[id].dtype) << " "

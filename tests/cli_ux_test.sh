@@ -129,6 +129,11 @@ cp "$T/out" "$T/base.json"
 expect 0 "baseline at b4" "$BIN" check "$GPT2" --batch 4 --budget 80GiB --baseline "$T/base.json"
 has "unmatched baseline said" "$T/err" "its regression check is skipped"
 
+# check --device keeps the margin advise keeps: the same usable bytes.
+expect 0 "check --device h100" "$BIN" check "$GPT2" --batch 1 --device h100 --format json
+CHECK_BUDGET=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["checks"][0]["budget_bytes"])' "$T/out")
+expect 0 "advise --device h100" "$BIN" advise "$GPT2" --device h100 --precision fp32 --checkpoint none --max-batch 2 --format json
+json "check --device and advise: one default margin" "d['budget']['usable_bytes'] == $CHECK_BUDGET"
 # check takes --batch-dim (and a budget file's batch_dim) as plan does.
 expect 0 "check --batch-dim" "$BIN" check "$GPT2" --batch 4 --batch-dim batch --budget 80GiB --format json
 json "check --batch-dim binds that symbol" 'd["checks"][0]["plan"]["config"]["dims"] == {"batch": 4}'

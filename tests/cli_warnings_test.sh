@@ -82,6 +82,14 @@ json "advise of gpt2: cannot tell, said" "any('$UNKNOWN' in w for w in d['warnin
 expect 0 "advise of a train export" "$BIN" advise "$UX/ts_train_bn.onnx" --budget 1GiB --precision fp32 --format json
 json "advise of a train export: no warning" 'd["warnings"] == []'
 
+# inspect shows the mode and its evidence.
+expect 0 "inspect: export mode" "$BIN" inspect "$MODELS/resnet18.onnx"
+has "inspect: eval and its evidence" "$T/out" "export mode eval (20 batch norms with running statistics"
+expect 0 "inspect json: export mode" "$BIN" inspect "$MODELS/gpt2_train.onnx" --format json
+json "inspect json: train, with the dropout nodes" 'd["export_mode"]["mode"] == "train" and d["export_mode"]["train"][0].endswith("dropout nodes in training mode") and d["export_mode"]["eval"] == []'
+expect 0 "inspect: cannot tell" "$BIN" inspect "$MODELS/vit_b_16.onnx"
+has "inspect: cannot tell, said" "$T/out" "export mode unknown (no dropout, no batch norm: cannot be told)"
+
 # ------------------------------------------------------------ the loss
 for m in loss_image_to_image:"has the shape of input 'latent'" \
          loss_sigmoid:"comes from a Sigmoid node 'node_sigmoid'" \
