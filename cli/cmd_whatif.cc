@@ -238,6 +238,8 @@ int RunSweep(const SweepArgs& a) {
   auto curves =
       Sweep(g.value(), bindings.value(), range.value(), precisions.value(), options.value(), fb);
   if (!curves.ok()) return Fail(file + ": " + curves.message());
+  const std::vector<std::string> warnings = ModelWarnings(g.value(), a.plan, options->mode);
+  PrintWarnings(warnings);
   const std::string text =
       SweepText(file, range.value(), options.value(), budget.value(), curves.value(), false);
   if (!plot_format.empty()) {
@@ -257,9 +259,10 @@ int RunSweep(const SweepArgs& a) {
     if (!s.ok()) return Fail(s.message());
   }
   if (a.format == "json") {
-    std::cout
-        << SweepJson(file, range.value(), options.value(), budget.value(), curves.value()).dump(2)
-        << "\n";
+    nlohmann::json j =
+        SweepJson(file, range.value(), options.value(), budget.value(), curves.value());
+    j["warnings"] = warnings;
+    std::cout << j.dump(2) << "\n";
   } else if (a.format == "md") {
     std::cout << SweepText(file, range.value(), options.value(), budget.value(), curves.value(),
                            true);
@@ -293,6 +296,7 @@ struct ModelRow {
     double samples_per_s = 0;    ///< At the largest batch.
   };
   std::vector<PerPrecision> precisions;
+  std::vector<std::string> warnings;  ///< About the model (ModelWarnings).
 };
 
 Result<ModelRow> CompareOne(const std::string& file, const CompareArgs& a,
@@ -302,6 +306,9 @@ Result<ModelRow> CompareOne(const std::string& file, const CompareArgs& a,
   row.model = file;
   auto g = LoadGraph(file);
   if (!g.ok()) return g.status();
+  PlanFlags train = a.plan;
+  train.mode = EnumName(Mode::kTrain);
+  row.warnings = ModelWarnings(g.value(), train, Mode::kTrain);
   ModelFlags mf;
   mf.model = file;
   mf.dims = a.dims;
@@ -370,6 +377,7 @@ int RunCompare(const CompareArgs& a) {
     if (!row.ok()) return Fail(row.message());
     rows.push_back(row.value());
   }
+  for (const ModelRow& r : rows) PrintWarnings(r.warnings);
   const std::string speed_on = budget->device_label.empty()
                                    ? budget->device.display + " (a reference)"
                                    : budget->device.display;
@@ -397,7 +405,8 @@ int RunCompare(const CompareArgs& a) {
       j["models"].push_back({{"model", r.model},
                              {"parameters", r.parameters},
                              {"batch", r.batch < 0 ? nlohmann::json() : nlohmann::json(r.batch)},
-                             {"precisions", ps}});
+                             {"precisions", ps},
+                             {"warnings", r.warnings}});
     }
     std::cout << j.dump(2) << "\n";
     return kExitOk;

@@ -82,6 +82,14 @@ json "advise of gpt2: cannot tell, said" "any('$UNKNOWN' in w for w in d['warnin
 expect 0 "advise of a train export" "$BIN" advise "$UX/ts_train_bn.onnx" --budget 1GiB --precision fp32 --format json
 json "advise of a train export: no warning" 'd["warnings"] == []'
 
+# sweep and compare plan training steps too.
+expect 0 "sweep of an eval export" "$BIN" sweep "$UX/dynamo_eval_bn.onnx" --dim batch=1..4:1 --precision fp32 --budget 1GiB --format json
+json "sweep JSON has the warning" "any('$EVAL' in w for w in d['warnings'])"
+has "sweep warns on stderr" "$T/err" "$EVAL"
+expect 0 "compare" "$BIN" compare "$UX/ts_train_bn.onnx" "$UX/loss_sigmoid.onnx" --budget 1GiB --batch 2 --precision fp32 --format json
+json "compare: a train export has none" 'd["models"][0]["warnings"] == []'
+json "compare: the loss warning per model" "any('$LOSS' in w for w in d['models'][1]['warnings'])"
+
 # inspect shows the mode and its evidence.
 expect 0 "inspect: export mode" "$BIN" inspect "$MODELS/resnet18.onnx"
 has "inspect: eval and its evidence" "$T/out" "export mode eval (20 batch norms with running statistics"
