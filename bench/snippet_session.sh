@@ -1,5 +1,5 @@
 #!/bin/bash
-# The snippet `memplan advise --world-size 8 --device a100-80gb` printed for
+# The snippet `memplan advise --world-size 8 --device a100-80gb --strategy fsdp` printed for
 # llama_1b (bench/results/snippets/), run as printed with torchrun on the GPUs
 # this machine has (3 steps); output in $OUT/snippet_run.jsonl.
 OUT=${OUT:-/tmp/out}

@@ -5,8 +5,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
 
-# memplan advise: amp_bf16, batch 27, fsdp on 8 GPUs
-BATCH_SIZE = 27  # per GPU
+# memplan advise: amp_bf16, batch 24, fsdp on 8 GPUs
+BATCH_SIZE = 24  # per GPU
 ACCUM_STEPS = 1
 
 dist.init_process_group("nccl")
