@@ -1,18 +1,18 @@
 #include "onnx_import/importer.h"
 
 #include <fcntl.h>
+#include <google/protobuf/arena.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/unknown_field_set.h>
-
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cctype>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -46,6 +46,11 @@ struct Importer {
   /// Names end up in messages, reports and generated code: valid UTF-8
   /// with no control characters (a newline or an escape sequence in a name
   /// could forge lines in a CI log), and at most max_name_bytes long.
+  /// True when CheckName passes `name` (no message is built).
+  bool NameFine(const std::string& name) const {
+    return static_cast<int64_t>(name.size()) <= limits.max_name_bytes && ValidUtf8(name) &&
+           !HasControlChar(name);
+  }
   Status CheckName(const std::string& name, const std::string& what) const {
     if (static_cast<int64_t>(name.size()) > limits.max_name_bytes) {
       return Error(what + " '" + Clip(name, 60) + "' is longer than " +
@@ -334,10 +339,7 @@ Status ReadType(const Importer& im, const onnx::TypeProto& type, const std::stri
   return Status();
 }
 
-/// `consumed`, when given, is `gp` itself: each node is cleared once read,
-/// so that the parsed file and the graph are not both held whole.
-Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g,
-                   onnx::GraphProto* consumed = nullptr);
+Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g);
 
 /// The FX node text read for its name and target ("%native_dropout : [num_users=1] =
 /// call_function[target=torch.ops.aten.native_dropout.default](args = ...").
@@ -667,8 +669,7 @@ bool OverridesInitializer(const onnx::TypeProto& type, const Tensor& init) {
   return false;
 }
 
-Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g,
-                   onnx::GraphProto* consumed) {
+Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g) {
   g->name = gp.name();
   // Every node, initializer and input adds a tensor or two: reserving them
   // keeps a large graph's vectors from growing (and holding twice) as it
@@ -758,18 +759,22 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
     n.name = np.name();
     n.op_type = np.op_type();
     n.domain = np.domain() == "ai.onnx" ? "" : np.domain();
+    // The message (and its text) is only built for a name that fails.
+    auto check = [&](const std::string& text, const char* what) {
+      return im->NameFine(text) ? Status()
+                                : im->CheckName(text, "node #" + std::to_string(ni) + ": " + what);
+    };
     for (const std::string* text : {&np.name(), &np.op_type(), &np.domain()}) {
-      Status name_ok =
-          im->CheckName(*text, "node #" + std::to_string(ni) + ": name, op_type or domain");
+      Status name_ok = check(*text, "name, op_type or domain");
       if (!name_ok.ok()) return name_ok;
     }
     for (const auto& a : np.attribute()) {
-      Status name_ok = im->CheckName(a.name(), "node #" + std::to_string(ni) + ": attribute");
+      Status name_ok = check(a.name(), "attribute");
       if (!name_ok.ok()) return name_ok;
     }
     for (const auto* list : {&np.input(), &np.output()}) {
       for (const std::string& tn : *list) {
-        Status name_ok = im->CheckName(tn, "node #" + std::to_string(ni) + ": tensor");
+        Status name_ok = check(tn, "tensor");
         if (!name_ok.ok()) return name_ok;
       }
     }
@@ -788,8 +793,8 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
       if (!s.ok()) return s;
       AttrType expected;
       if (n.domain.empty() && ExpectedAttrType(a.name(), &expected) && attr.type != expected) {
-        return im->Error(where + ": attribute '" + a.name() + "' is " +
-                         AttrTypeName(attr.type) + ", expected " + AttrTypeName(expected));
+        return im->Error(where + ": attribute '" + a.name() + "' is " + AttrTypeName(attr.type) +
+                         ", expected " + AttrTypeName(expected));
       }
       if (n.attrs.count(a.name())) {
         return im->Error(where + ": attribute '" + a.name() + "' is given twice");
@@ -820,10 +825,6 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
       n.outputs.push_back(id);
     }
     g->nodes.push_back(std::move(n));
-    if (consumed != nullptr) {  // Clear() would keep the strings' memory: swap it out.
-      onnx::NodeProto empty;
-      consumed->mutable_node(ni)->Swap(&empty);
-    }
   }
   for (const auto& vi : gp.value_info()) {
     Status name_ok = im->CheckName(vi.name(), "value_info");
@@ -877,8 +878,9 @@ Status CheckOuterNames(const Importer& im, const Graph& g, std::vector<const Gra
             defined = o.kind != TensorKind::kActivation || o.producer >= 0;
           }
           if (!defined) {
-            return im.Error("node '" + m.Label(static_cast<int>(mi)) + "' (in a subgraph of node '" +
-                            g.nodes[ni].Label(static_cast<int>(ni)) + "'): input '" + tensor.name +
+            return im.Error("node '" + m.Label(static_cast<int>(mi)) +
+                            "' (in a subgraph of node '" + g.nodes[ni].Label(static_cast<int>(ni)) +
+                            "'): input '" + tensor.name +
                             "' is not produced by any node, graph input or initializer of its "
                             "graph or the graphs around it");
           }
@@ -961,7 +963,13 @@ Result<Graph> ImportFromStream(google::protobuf::io::ZeroCopyInputStream* input,
   im.source = source;
   im.limits = limits;
   google::protobuf::SetLogHandler(&SilentLog);
-  onnx::ModelProto model;
+  // The parsed file lives on an arena: its million small strings and
+  // messages are bump-allocated and go in one release, not one free each.
+  google::protobuf::ArenaOptions arena_options;
+  arena_options.start_block_size = 64 << 10;
+  arena_options.max_block_size = 4 << 20;
+  google::protobuf::Arena arena(arena_options);
+  onnx::ModelProto& model = *google::protobuf::Arena::CreateMessage<onnx::ModelProto>(&arena);
   {
     google::protobuf::io::CodedInputStream cis(input);
     cis.SetTotalBytesLimit(static_cast<int>(FileLimit(limits)));
@@ -1006,7 +1014,7 @@ Result<Graph> ImportFromStream(google::protobuf::io::ZeroCopyInputStream* input,
   if (opset < 7 || opset > 23) {
     return im.Error("opset " + std::to_string(opset) + " is not supported (7 to 23)");
   }
-  Status s = ImportGraph(&im, model.graph(), 0, &g, model.mutable_graph());
+  Status s = ImportGraph(&im, model.graph(), 0, &g);
   if (!s.ok()) return s;
   if (g.nodes.empty()) return im.Error("the graph has no nodes");
   if (g.outputs.empty()) return im.Error("the graph has no outputs");

@@ -447,6 +447,63 @@ class Simulator {
 
 std::string EventPrefix(size_t i) { return "event " + std::to_string(i) + ": "; }
 
+// The live ids of a replay and the block each holds (-1 for size 0). The
+// planner numbers its allocations 1, 2, 3, ...: such ids index a vector (no
+// hash node per allocation); any other ids (a recorded trace's) go to a hash
+// map.
+class LiveIds {
+ public:
+  explicit LiveIds(const std::vector<MemEvent>& events) {
+    int64_t most = 0;
+    dense_ = true;
+    const int64_t limit = 2 * static_cast<int64_t>(events.size()) + 1024;
+    for (const MemEvent& e : events) {
+      if (e.empty_cache) continue;
+      if (e.id < 0 || e.id > limit) {
+        dense_ = false;
+        break;
+      }
+      most = std::max(most, e.id);
+    }
+    if (dense_) {
+      slots_.assign(static_cast<size_t>(most) + 1, kNotLive);
+    } else {
+      map_.reserve(events.size());
+    }
+  }
+  /// Marks `id` live (block -1); false when it already is.
+  bool Insert(int64_t id) {
+    if (!dense_) return map_.emplace(id, -1).second;
+    int& slot = slots_[static_cast<size_t>(id)];
+    if (slot != kNotLive) return false;
+    slot = -1;
+    return true;
+  }
+  /// The block slot of live `id`, or nullptr when it is not live.
+  int* Find(int64_t id) {
+    if (!dense_) {
+      auto it = map_.find(id);
+      return it == map_.end() ? nullptr : &it->second;
+    }
+    if (id < 0 || static_cast<size_t>(id) >= slots_.size()) return nullptr;
+    int& slot = slots_[static_cast<size_t>(id)];
+    return slot == kNotLive ? nullptr : &slot;
+  }
+  void Erase(int64_t id) {
+    if (!dense_) {
+      map_.erase(id);
+    } else {
+      slots_[static_cast<size_t>(id)] = kNotLive;
+    }
+  }
+
+ private:
+  static constexpr int kNotLive = -2;
+  bool dense_ = true;
+  std::vector<int> slots_;
+  std::unordered_map<int64_t, int> map_;
+};
+
 }  // namespace
 
 int64_t RoundAllocation(int64_t bytes) {
@@ -475,8 +532,7 @@ Result<SimResult> SimulateCachingAllocator(const std::vector<MemEvent>& events,
   r.reserved_after.reserve(events.size());
   r.placements.reserve(events.size());
   Simulator sim(config, &r);
-  std::unordered_map<int64_t, int> live;  // id -> block, -1 for size 0
-  live.reserve(events.size());
+  LiveIds live(events);  // id -> block, -1 for size 0
 
   for (size_t i = 0; i < events.size(); ++i) {
     const MemEvent& e = events[i];
@@ -492,8 +548,7 @@ Result<SimResult> SimulateCachingAllocator(const std::vector<MemEvent>& events,
         return Status::Error(EventPrefix(i) + "size " + std::to_string(e.bytes) + " for id " +
                              std::to_string(e.id) + " is too large");
       }
-      auto [it, inserted] = live.emplace(e.id, -1);
-      if (!inserted) {
+      if (!live.Insert(e.id)) {
         return Status::Error(EventPrefix(i) + "id " + std::to_string(e.id) +
                              " is allocated twice without a free");
       }
@@ -503,7 +558,7 @@ Result<SimResult> SimulateCachingAllocator(const std::vector<MemEvent>& events,
           r.oom = true;
           r.oom_event = i;
         } else {
-          it->second = b;
+          *live.Find(e.id) = b;
           placement.segment = sim.block(b).segment;
           placement.offset = sim.block(b).offset;
           placement.block = sim.block(b).size;
@@ -513,12 +568,12 @@ Result<SimResult> SimulateCachingAllocator(const std::vector<MemEvent>& events,
         }
       }
     } else {
-      auto it = live.find(e.id);
-      if (it == live.end()) {
+      int* block = live.Find(e.id);
+      if (block == nullptr) {
         return Status::Error(EventPrefix(i) + "free of unknown id " + std::to_string(e.id));
       }
-      if (it->second >= 0) sim.Free(it->second);
-      live.erase(it);
+      if (*block >= 0) sim.Free(*block);
+      live.Erase(e.id);
     }
     r.placements.push_back(placement);
     r.allocated_after.push_back(sim.allocated());

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace memplan {
@@ -355,6 +356,43 @@ TEST(AllocSim, RandomTraceInvariants) {
     }
     EXPECT_EQ(r.allocated_after.back(), 0);
   }
+}
+
+// Ids are names only: the planner's dense ids (0, 1, 2, ...) and a
+// recorded trace's (addresses, negative numbers) replay the same way, and
+// the errors name the same events.
+TEST(AllocSim, SparseIdsReplayLikeDenseOnes) {
+  const std::vector<MemEvent> dense = SyntheticTrace(5000, true);
+  std::vector<MemEvent> sparse = dense;
+  for (MemEvent& e : sparse) e.id = e.id % 2 ? (e.id << 36) + 7 : -e.id - 1;
+  for (bool expandable : {false, true}) {
+    AllocatorConfig config;
+    config.expandable_segments = expandable;
+    const SimResult a = Replay(dense, config);
+    const SimResult b = Replay(sparse, config);
+    ASSERT_EQ(a.allocated_after, b.allocated_after);
+    ASSERT_EQ(a.reserved_after, b.reserved_after);
+    ASSERT_EQ(a.placements.size(), b.placements.size());
+    for (size_t i = 0; i < a.placements.size(); ++i) {
+      ASSERT_EQ(a.placements[i].block, b.placements[i].block) << "event " << i;
+      ASSERT_EQ(a.placements[i].offset, b.placements[i].offset) << "event " << i;
+    }
+    EXPECT_EQ(a.peak_allocated, b.peak_allocated);
+    EXPECT_EQ(a.peak_reserved, b.peak_reserved);
+  }
+  for (int64_t big : {int64_t{1} << 40, int64_t{-5}}) {
+    Result<SimResult> twice = SimulateCachingAllocator({A(big, 100), A(big, 10)}, {});
+    ASSERT_FALSE(twice.ok());
+    EXPECT_EQ(twice.message(),
+              "event 1: id " + std::to_string(big) + " is allocated twice without a free");
+    Result<SimResult> unknown = SimulateCachingAllocator({A(big, 100), F(big), F(big)}, {});
+    ASSERT_FALSE(unknown.ok());
+    EXPECT_EQ(unknown.message(), "event 2: free of unknown id " + std::to_string(big));
+  }
+  // A dense trace freeing an id past every one it allocated.
+  Result<SimResult> past = SimulateCachingAllocator({A(1, 100), F(3)}, {});
+  ASSERT_FALSE(past.ok());
+  EXPECT_EQ(past.message(), "event 1: free of unknown id 3");
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "planner/graph.h"
 
+#include <algorithm>
+#include <functional>
+
 namespace memplan {
 
 int64_t Node::GetInt(const std::string& attr, int64_t def) const {
@@ -27,18 +30,38 @@ std::string Node::Label(int index) const {
   return op_type + "#" + std::to_string(index);
 }
 
+size_t Graph::SlotOf(const std::string& n, size_t hash) const {
+  const size_t mask = name_slots_.size() - 1;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    const int id = name_slots_[i];
+    if (id < 0 || tensors[id].name == n) return i;
+  }
+}
+
+void Graph::GrowIndex() {
+  // At most half full: probes stay short.
+  std::vector<int> old(std::max<size_t>(16, name_slots_.size() * 2), -1);
+  old.swap(name_slots_);
+  for (int id : old) {
+    if (id >= 0)
+      name_slots_[SlotOf(tensors[id].name, std::hash<std::string>()(tensors[id].name))] = id;
+  }
+}
+
 int Graph::Find(const std::string& n) const {
-  auto it = by_name_.find(n);
-  return it == by_name_.end() ? -1 : it->second;
+  if (name_slots_.empty()) return -1;
+  return name_slots_[SlotOf(n, std::hash<std::string>()(n))];
 }
 
 int Graph::FindOrAdd(const std::string& n) {
-  auto it = by_name_.find(n);
-  if (it != by_name_.end()) return it->second;
-  int id = static_cast<int>(tensors.size());
+  if (2 * (indexed_ + 1) > name_slots_.size()) GrowIndex();
+  const size_t slot = SlotOf(n, std::hash<std::string>()(n));
+  if (name_slots_[slot] >= 0) return name_slots_[slot];
+  const int id = static_cast<int>(tensors.size());
   tensors.emplace_back();
   tensors.back().name = n;
-  by_name_[n] = id;
+  name_slots_[slot] = id;
+  ++indexed_;
   return id;
 }
 

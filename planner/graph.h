@@ -27,24 +27,21 @@ struct Tensor {
   std::string name;
   DType dtype = DType::kUndefined;
   TensorKind kind = TensorKind::kActivation;
-  bool is_sequence = false;                      ///< ONNX sequence type; see seq_shapes.
+  int producer = -1;  ///< Node index, -1 for inputs/initializers.
+  // The flags sit together (a large graph holds a million tensors).
+  bool is_sequence = false;      ///< ONNX sequence type; see seq_shapes.
+  bool has_declared = false;     ///< Input/output/value_info/initializer shape.
+  bool shape_known = false;      ///< Set by shape inference.
+  bool has_values = false;       ///< Small integer data is known (shape math).
+  bool exported_buffer = false;  ///< The exporter recorded a module buffer (not trained).
+  bool external = false;         ///< Initializer stored as external data.
+
   std::vector<std::vector<int64_t>> seq_shapes;  ///< Element shapes of a sequence.
-
-  bool has_declared = false;  ///< Input/output/value_info/initializer shape.
-  std::vector<Dim> declared;  ///< The declared shape, as in the file.
-
-  bool shape_known = false;    ///< Set by shape inference.
-  std::vector<int64_t> shape;  ///< Concrete dims after inference.
-
-  bool has_values = false;      ///< Small integer data is known (shape math).
-  std::vector<int64_t> values;  ///< Row-major; bool as 0/1.
-
-  bool exported_buffer = false;   ///< The exporter recorded a module buffer (not trained).
-  bool external = false;          ///< Initializer stored as external data.
-  std::string external_location;  ///< Path as written; never opened.
-
-  int producer = -1;           ///< Node index, -1 for inputs/initializers.
-  std::vector<int> consumers;  ///< Node indices, in graph order, may repeat.
+  std::vector<Dim> declared;                     ///< The declared shape, as in the file.
+  std::vector<int64_t> shape;                    ///< Concrete dims after inference.
+  std::vector<int64_t> values;                   ///< Row-major; bool as 0/1.
+  std::string external_location;                 ///< Path as written; never opened.
+  std::vector<int> consumers;                    ///< Node indices, in graph order, may repeat.
 };
 
 /// ONNX attribute kinds we keep.
@@ -134,7 +131,14 @@ struct Graph {
   void Link();
 
  private:
-  std::unordered_map<std::string, int> by_name_;
+  /// The name index: an open-addressing table of tensor ids (-1 empty),
+  /// hashed on tensors[id].name, so that a name is stored once (a table of
+  /// strings would hold every name a second time, plus a node per name).
+  std::vector<int> name_slots_;
+  size_t indexed_ = 0;  ///< Ids in name_slots_.
+  /// The slot of `n`: its id's, or the empty one where it would go.
+  size_t SlotOf(const std::string& n, size_t hash) const;
+  void GrowIndex();
 };
 
 }  // namespace memplan

@@ -45,8 +45,10 @@ Peak PeakOf(const Simulator& sim, const SimResult& r, size_t e0, size_t e1, cons
     p.phase_allocated[ph] = std::max(p.phase_allocated[ph], a);
     p.phase_reserved[ph] = std::max(p.phase_reserved[ph], res);
   }
-  // Categories and the exact live sum at the peak.
-  std::unordered_map<int64_t, std::pair<int64_t, int>> live;  // id -> (block, storage)
+  // Categories and the exact live sum at the peak. Every storage is
+  // allocated once (Simulator::AllocNew), so the block it holds is kept per
+  // storage; -1 while it is not live.
+  std::vector<int64_t> live(sim.storages.size(), -1);
   // Replay categories: each storage starts with its category at allocation;
   // retags apply in event order.
   std::vector<Category> cat(sim.storages.size());
@@ -63,22 +65,20 @@ Peak PeakOf(const Simulator& sim, const SimResult& r, size_t e0, size_t e1, cons
     const int st = sim.event_storage[e];
     if (st < 0) continue;  // empty_cache
     if (ev.is_alloc) {
-      live[ev.id] = {r.placements[e].block, st};
+      live[st] = r.placements[e].block;
       lower += ev.bytes;
-    } else {
-      auto it = live.find(ev.id);
-      if (it != live.end()) {
-        lower -= sim.storages[it->second.second].bytes;
-        live.erase(it);
-      }
+    } else if (live[st] >= 0) {
+      lower -= sim.storages[st].bytes;
+      live[st] = -1;
     }
   }
   std::vector<int64_t> by_rule(sim.rules.size(), 0);
   int64_t no_rule = 0;
-  for (const auto& kv : live) {
-    p.breakdown.bytes[static_cast<int>(cat[kv.second.second])] += kv.second.first;
-    const int rule = sim.storages[kv.second.second].rule;
-    (rule >= 0 ? by_rule[rule] : no_rule) += kv.second.first;
+  for (size_t st = 0; st < live.size(); ++st) {
+    if (live[st] < 0) continue;
+    p.breakdown.bytes[static_cast<int>(cat[st])] += live[st];
+    const int rule = sim.storages[st].rule;
+    (rule >= 0 ? by_rule[rule] : no_rule) += live[st];
   }
   for (size_t i = 0; i < by_rule.size(); ++i) {
     if (by_rule[i] == 0) continue;
@@ -95,7 +95,7 @@ Peak PeakOf(const Simulator& sim, const SimResult& r, size_t e0, size_t e1, cons
   p.lower_bound_bytes = lower;
   if (at < sim.event_step.size()) {
     const int step = sim.event_step[at];
-    p.node = sim.steps_label[step];
+    p.node = sim.StepLabel(step);
     p.phase = sim.steps_phase[step];
   }
   p.fragmentation = at >= r.reserved_after.size() || r.reserved_after[at] == 0

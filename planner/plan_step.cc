@@ -109,7 +109,7 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
     for (size_t e = 0; e < sim.events.size(); ++e) {
       const int st = sim.event_step[e];
       const int stor = sim.event_storage[e];
-      plan.event_nodes.push_back(sim.steps_label[st]);
+      plan.event_nodes.push_back(sim.StepLabel(st));
       plan.event_phases.push_back(sim.steps_phase[st]);
       plan.event_categories.push_back(stor >= 0 ? sim.storages[stor].first_cat
                                                 : Category::kWorkspaces);

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <utility>
 
 #include "planner/attention.h"
 #include "planner/checked.h"
@@ -376,7 +377,7 @@ int Builder::CastVal(int v, DType to, bool weight_cache, const std::string& why)
   op.out = {cv};
   op.grad_in = {s_.vals[v].requires_grad};
   op.flops = 0;
-  s_.ops.push_back(op);
+  s_.ops.push_back(std::move(op));
   return cv;
 }
 
@@ -396,7 +397,7 @@ int Builder::ContiguousCopy(int v, const std::string& label) {
   op.out = {cv};
   op.grad_in = {s_.vals[v].requires_grad};
   op.grad_kind = GradKind::kAlias;
-  s_.ops.push_back(op);
+  s_.ops.push_back(std::move(op));
   return cv;
 }
 
@@ -504,7 +505,7 @@ void Builder::AddViewOp(int ni, const OpDef& def, std::vector<int> in) {
   }
   op.grad_in.assign(in.size(), false);
   op.grad_in[0] = s_.vals[src].requires_grad;
-  s_.ops.push_back(op);
+  s_.ops.push_back(std::move(op));
 }
 
 bool Builder::MatMulNeedsCopy(int v, int rank_other) const {
@@ -775,7 +776,7 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     for (bool gi : op.grad_in) grad = grad || gi;
     if (grad) op.bwd_workspace = SatAdd(op.bwd_workspace, again);
   }
-  s_.ops.push_back(op);
+  s_.ops.push_back(std::move(op));
 }
 
 // MatMul followed by Add of a 1-D parameter is how exporters write a linear
@@ -825,7 +826,7 @@ void Builder::AddBiasAdd(int ni, const std::vector<int>& in) {
   int64_t numel = 0;
   CheckedNumel(v.shape, &numel);
   op.flops = numel;
-  s_.ops.push_back(op);
+  s_.ops.push_back(std::move(op));
 }
 
 void Builder::AddNode(int ni) {
@@ -1355,7 +1356,7 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
   for (int li : r.layers) {
     if (def && def->flops) op.flops = SatAdd(op.flops, def->flops(g_, g_.nodes[li]));
   }
-  s_.ops.push_back(op);
+  s_.ops.push_back(std::move(op));
 }
 
 // MatMul8bitLt (bitsandbytes autograd/_functions.py) keeps its input A for

@@ -46,15 +46,14 @@ struct ExecOp {
   std::string label;
   std::string op_type;
   int node = -1;  ///< Graph node, -1 for synthetic ops.
+  GradKind grad_kind = GradKind::kNew;
   /// The registered op it runs (synthetic compute ops too); nullptr for
   /// casts, copies and views the schedule makes itself.
   const OpDef* def = nullptr;
   std::vector<int> in;  ///< Val ids; -1 for absent inputs.
   std::vector<int> out;
-  bool view = false;  ///< Outputs are views of in[0].
   std::vector<SavedRef> saved;
   std::vector<bool> grad_in;  ///< Per input: receives a gradient.
-  GradKind grad_kind = GradKind::kNew;
   int64_t fwd_workspace = 0;  ///< Transient bytes inside the forward call.
   int64_t bwd_workspace = 0;  ///< Transient bytes inside the backward call.
   /// A second backward pass's (convolution weight gradient), after the first.
@@ -62,25 +61,26 @@ struct ExecOp {
   /// Temporaries the call allocates before its outputs and frees at its end
   /// (cuDNN RNN: the contiguous copy of a batch-first input, unread hy/cy).
   int64_t fwd_temp_bytes = 0;
-  /// New saved tensors (Saved::kExtra) are allocated inside the call, while
-  /// its workspace is held (cuDNN RNN's reserve space).
-  bool saved_in_kernel = false;
   /// Allocated at the first run of any op that sets it and kept for the
   /// process: cuDNN's RNN dropout states (one cache per device).
   int64_t process_state_bytes = 0;
+  int64_t flops = 0;  ///< Forward FLOPs.
   /// Per input: its gradient is made after the bwd_workspace pass, before
   /// the bwd_weight_workspace one (cuDNN RNN: backward data, then weights).
   /// Empty: every gradient comes first.
   std::vector<bool> grad_in_weight_pass;
+  int segment = -1;   ///< Checkpoint segment index.
+  bool view = false;  ///< Outputs are views of in[0].
+  /// New saved tensors (Saved::kExtra) are allocated inside the call, while
+  /// its workspace is held (cuDNN RNN's reserve space).
+  bool saved_in_kernel = false;
   /// The weight pass's gradients are views of one allocation (cuDNN's dw).
   bool flat_weight_grads = false;
   bool uses_cublas = false;
-  int64_t flops = 0;                 ///< Forward FLOPs.
   bool hold_to_forward_end = false;  ///< Autocast weight cache entries.
   /// An activation or residual add that model code often runs in place
   /// (nn.ReLU(inplace=True), `out += identity`): output shaped like in[0].
   bool inplace_candidate = false;
-  int segment = -1;  ///< Checkpoint segment index.
 };
 
 /// The forward pass as PyTorch runs it, plus what the step needs around it.

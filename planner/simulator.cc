@@ -141,7 +141,7 @@ void Simulator::Forward(bool grad_mode) {
   for (size_t i = 0; i < s_.ops.size(); ++i) {
     const ExecOp& op = s_.ops[i];
     cur_op_ = static_cast<int>(i);
-    Step(Phase::kForward, op.label);
+    OpStep(Phase::kForward, i);
     const bool checkpointed = grad_mode && op.segment >= 0;
     if (checkpointed && seg_first_[op.segment] == static_cast<int>(i)) {
       for (int v : seg_inputs_[op.segment]) {
@@ -313,8 +313,8 @@ void Simulator::Backward() {
     // logits' dtype; log_softmax backward reads it and the saved log p and
     // writes d(logits).
     const int logp_fp32 = loss_saved_[3];
-    const int glogp = AllocNew(SatMulNonNeg(numel, logp_fp32 >= 0 ? 4 : elem),
-                               Category::kTransients);
+    const int glogp =
+        AllocNew(SatMulNonNeg(numel, logp_fp32 >= 0 ? 4 : elem), Category::kTransients);
     if (logp_fp32 >= 0) Unref(logp_fp32);
     Unref(loss_saved_[0]);
     Unref(loss_saved_[2]);
@@ -350,7 +350,7 @@ void Simulator::Backward() {
     }
     if (op.segment >= 0 && !recomputed_[op.segment]) Recompute(op.segment);
     cur_op_ = static_cast<int>(k);
-    Step(Phase::kBackward, op.label);
+    OpStep(Phase::kBackward, k);
     backward_flops = SatAdd(backward_flops, SatMulNonNeg(2, op.flops));
     if (op.uses_cublas && !bwd_workspace_) {
       bwd_workspace_ = true;
@@ -578,7 +578,7 @@ void Simulator::Run() {
   event_op.reserve(events.capacity());
   storages.reserve(storages.size() + more * (storages.size() - storages0) + slack);
   steps_phase.reserve(steps_phase.size() + more * (steps_phase.size() - steps0) + slack);
-  steps_label.reserve(steps_phase.capacity());
+  steps_label_.reserve(steps_phase.capacity());
   if (o_.mode == Mode::kInference) {
     Iteration(false);
     return;

@@ -47,7 +47,13 @@ class Simulator {
     storage_of_val_.assign(s.vals.size(), -1);
     param_index_.assign(s.vals.size(), -1);
     for (size_t k = 0; k < s.params.size(); ++k) param_index_[s.params[k]] = static_cast<int>(k);
-    for (const ExecOp& op : s.ops) op_rule_.push_back(Intern(RuleOfOp(s, op)));
+    op_rule_.reserve(s.ops.size());
+    op_cudnn_conv_.reserve(s.ops.size());
+    for (const ExecOp& op : s.ops) {
+      op_rule_.push_back(Intern(RuleOfOp(s, op)));
+      const OpDef* def = FindOp("", op.op_type);
+      op_cudnn_conv_.push_back(def != nullptr && def->cudnn_conv);
+    }
     Use(Mech(Mechanism::kAllocator));
     for (const Val& v : s.vals) {
       if (v.held_until >= 0) Use(Mech(Mechanism::kModuleCallHolding));
@@ -102,7 +108,11 @@ class Simulator {
   std::vector<int> event_step;     // timeline step per event
   std::vector<int> event_op;       // schedule op whose kernel (or backward) made it; -1: none
   std::vector<Phase> steps_phase;
-  std::vector<std::string> steps_label;
+  /// The label of timeline step `step` (an op's label, or "loss", ...).
+  const std::string& StepLabel(int step) const {
+    const int id = steps_label_[step];
+    return id >= 0 ? s_.ops[id].label : other_labels_[-id - 1];
+  }
   std::vector<int> iteration_start;  // first step index of each iteration
   std::vector<std::pair<size_t, size_t>> iteration_events;
   std::vector<Storage> storages;
@@ -126,7 +136,12 @@ class Simulator {
     rule_ids_.emplace(r.name, id);
     return id;
   }
-  int Mech(Mechanism m) { return Intern(RuleOfMechanism(m)); }
+  // The rule of mechanism `m`, interned at its first use.
+  int Mech(Mechanism m) {
+    int& id = mech_rule_[static_cast<int>(m)];
+    if (id < 0) id = Intern(RuleOfMechanism(m));
+    return id;
+  }
   // Marks a rule used and makes it the one allocating from now on.
   void Use(int rule) {
     cur_rule_ = rule;
@@ -138,8 +153,7 @@ class Simulator {
   }
   // The rule of op i's workspaces.
   int WorkspaceRule(size_t i) {
-    const OpDef* def = FindOp("", s_.ops[i].op_type);
-    if (def && def->cudnn_conv) return Mech(Mechanism::kConvWorkspace);
+    if (op_cudnn_conv_[i]) return Mech(Mechanism::kConvWorkspace);
     return OpRule(i);
   }
   int NewStorage(int64_t bytes, Category cat) {
@@ -151,9 +165,20 @@ class Simulator {
     storages.push_back(st);
     return static_cast<int>(storages.size()) - 1;
   }
+  // A step of the timeline, labelled by schedule op `op` (no copy of its
+  // label per step and iteration) or by `label`.
+  void OpStep(Phase phase, size_t op) {
+    steps_phase.push_back(phase);
+    steps_label_.push_back(static_cast<int>(op));
+  }
   void Step(Phase phase, const std::string& label) {
     steps_phase.push_back(phase);
-    steps_label.push_back(label);
+    auto it = other_label_ids_.find(label);
+    if (it == other_label_ids_.end()) {
+      other_labels_.push_back(label);
+      it = other_label_ids_.emplace(label, -static_cast<int>(other_labels_.size())).first;
+    }
+    steps_label_.push_back(it->second);
   }
   int CurStep() const { return static_cast<int>(steps_phase.size()) - 1; }
   void Alloc(int st) {
@@ -251,10 +276,16 @@ class Simulator {
 
   const Schedule& s_;
   const PlanOptions& o_;
+  // Per step: a schedule op's index (its label), or -(k + 1) for other_labels_[k].
+  std::vector<int> steps_label_;
+  std::vector<std::string> other_labels_;  // the few labels that are no op's
+  std::unordered_map<std::string, int> other_label_ids_;
   int64_t next_id_ = 1;
   int cur_op_ = -1;  // the op running now (events are attributed to it)
   std::unordered_map<std::string, int> rule_ids_;
-  std::vector<int> op_rule_;  // per op
+  std::vector<int> op_rule_;         // per op
+  std::vector<bool> op_cudnn_conv_;  // per op: its workspace is cuDNN's (OpDef::cudnn_conv)
+  std::vector<int> mech_rule_ = std::vector<int>(kNumMechanisms, -1);  // per Mechanism, -1: unused
   int cur_rule_ = -1;
   bool recomputing_ = false;
   std::vector<int> root_;

@@ -47,7 +47,7 @@ std::vector<TimelinePoint> TimelineOf(const Simulator& sim, const SimResult& res
       if (first_of_step) pt.reserved = 0;
       pt.step = sim.event_step[e];
       pt.phase = sim.steps_phase[pt.step];
-      pt.node = sim.steps_label[pt.step];
+      pt.node = sim.StepLabel(pt.step);
       pt.live = live;
       pt.allocated = res.allocated_after[e];
     }
