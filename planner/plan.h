@@ -15,8 +15,8 @@ namespace memplan {
 
 enum class Phase { kForward, kBackward, kOptimizer };
 
-/// What the memory is for.
-enum class Category {
+/// What the memory is for (one byte: a simulation holds one per allocation).
+enum class Category : uint8_t {
   kParameters,
   kGradients,
   kOptimizerState,
@@ -133,16 +133,16 @@ struct KernelShape {
 struct RankBreakdown {
   ParallelStrategy strategy = ParallelStrategy::kSingle;
   int64_t world_size = 1;
-  int units = 0;                 ///< FSDP/ZeRO-3 units sharded together (root included).
-  int64_t params_local = 0;      ///< Parameters the rank keeps (its shards, or a replica).
-  int64_t params_gathered = 0;   ///< All-gathered full parameters and all-gather buffers.
-  int64_t grads = 0;             ///< Parameter gradients (unsharded ones before reduction).
-  int64_t optimizer_state = 0;   ///< Its part of the optimizer state and foreach temporaries.
-  int64_t grad_buckets = 0;      ///< DDP / ZeRO gradient buckets and partitions.
-  int64_t reduce_scatter = 0;    ///< FSDP reduce-scatter input buffers.
-  int64_t other = 0;             ///< Activations, transients, workspaces, inputs.
-  int64_t nccl_bytes = 0;        ///< NCCL's device memory outside the allocator.
-  std::string unit_running;      ///< The unit whose op holds the peak ("" when none).
+  int units = 0;                ///< FSDP/ZeRO-3 units sharded together (root included).
+  int64_t params_local = 0;     ///< Parameters the rank keeps (its shards, or a replica).
+  int64_t params_gathered = 0;  ///< All-gathered full parameters and all-gather buffers.
+  int64_t grads = 0;            ///< Parameter gradients (unsharded ones before reduction).
+  int64_t optimizer_state = 0;  ///< Its part of the optimizer state and foreach temporaries.
+  int64_t grad_buckets = 0;     ///< DDP / ZeRO gradient buckets and partitions.
+  int64_t reduce_scatter = 0;   ///< FSDP reduce-scatter input buffers.
+  int64_t other = 0;            ///< Activations, transients, workspaces, inputs.
+  int64_t nccl_bytes = 0;       ///< NCCL's device memory outside the allocator.
+  std::string unit_running;     ///< The unit whose op holds the peak ("" when none).
   std::vector<std::string> unit_modules;  ///< FSDP/ZeRO-3 units but the root, in run order.
 };
 
@@ -184,8 +184,8 @@ struct Plan {
   /// scope (Node::scope) of the op it belongs to, "" for none.
   std::vector<int> event_params;
   std::vector<std::string> event_scopes;
-  std::vector<size_t> iteration_starts;  ///< First event of each simulated step.
-  std::vector<std::string> param_names;  ///< Trainable parameters, schedule order.
+  std::vector<size_t> iteration_starts;   ///< First event of each simulated step.
+  std::vector<std::string> param_names;   ///< Trainable parameters, schedule order.
   std::vector<int64_t> param_bytes_each;  ///< Their bytes, same order.
   /// Data parallelism: the rank's peak and what it holds (zero when single).
   RankBreakdown rank;

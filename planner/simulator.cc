@@ -174,7 +174,8 @@ void Simulator::Forward(bool grad_mode) {
       }
     }
     // Values whose last reader was this op die (the logits live on as `out`).
-    for (int v : release_[i]) {
+    for (int k = release_start_[i]; k < release_start_[i + 1]; ++k) {
+      const int v = release_vals_[k];
       if (v == s_.logits) continue;
       if (s_.vals[v].is_param || s_.vals[v].is_buffer || IsGraphInput(v)) continue;
       Unref(ValStorage(v));

@@ -21,16 +21,17 @@
 
 namespace memplan {
 
-// One allocation the simulated process owns.
+// One allocation the simulated process owns (32 bytes: a large graph's
+// simulation holds millions).
 struct Storage {
   int64_t bytes = 0;
+  int64_t id = -1;  // MemEvent id while live
+  int refs = 0;
+  int rule = -1;   // Simulator::rules index: what allocated it
+  int param = -1;  // Schedule::params index of the weight it holds, grads or keeps state for
   Category cat = Category::kTransients;        // Current (after retags).
   Category first_cat = Category::kTransients;  // At allocation.
-  int refs = 0;
   bool live = false;
-  int64_t id = -1;  // MemEvent id while live
-  int rule = -1;    // Simulator::rules index: what allocated it
-  int param = -1;   // Schedule::params index of the weight it holds, grads or keeps state for
 };
 
 // Replays the training (or inference) protocol of the calibration script
@@ -85,10 +86,20 @@ class Simulator {
     }
     // A value dies after its last reader, or when the module call that got
     // it as an argument returns, whichever is later.
-    release_.assign(s.ops.size(), {});
+    // Kept as one array sorted by op (values in increasing order within
+    // one), not a vector per op.
+    release_start_.assign(s.ops.size() + 1, 0);
     for (size_t v = 0; v < s.vals.size(); ++v) {
-      if (last_use_[v] < 0) continue;
-      release_[std::max(last_use_[v], s.vals[v].held_until)].push_back(static_cast<int>(v));
+      if (last_use_[v] >= 0) ++release_start_[std::max(last_use_[v], s.vals[v].held_until) + 1];
+    }
+    for (size_t i = 0; i < s.ops.size(); ++i) release_start_[i + 1] += release_start_[i];
+    release_vals_.resize(release_start_.back());
+    {
+      std::vector<int> at(release_start_.begin(), release_start_.end() - 1);
+      for (size_t v = 0; v < s.vals.size(); ++v) {
+        if (last_use_[v] < 0) continue;
+        release_vals_[at[std::max(last_use_[v], s.vals[v].held_until)]++] = static_cast<int>(v);
+      }
     }
     // A checkpointed segment keeps the tensors entering it.
     for (size_t i = 0; i < s.ops.size(); ++i) {
@@ -293,7 +304,9 @@ class Simulator {
   std::vector<int> param_index_;     // by val: index into Schedule::params, -1
   std::vector<bool> saved_root_;
   std::vector<int> last_use_;
-  std::vector<std::vector<int>> release_;  // per op: values that die after it
+  // Values that die after op i: release_vals_[release_start_[i] .. release_start_[i + 1]).
+  std::vector<int> release_start_;
+  std::vector<int> release_vals_;
   bool fwd_workspace_ = false;
   bool bwd_workspace_ = false;
   bool process_state_ = false;
