@@ -4,9 +4,11 @@
 #include <cassert>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace memplan {
 namespace {
@@ -68,10 +70,58 @@ struct AddrKeyLess {
   }
 };
 
+// Tree nodes of the free-block sets are recycled: a replay inserts and
+// erases a node for nearly every event (millions for a large graph), and
+// each would otherwise be a malloc and a free. Freed nodes wait on a
+// per-thread list of their size; the list frees them when the thread ends.
+template <typename T>
+struct RecycledNodes {
+  using value_type = T;
+  RecycledNodes() = default;
+  template <typename U>
+  RecycledNodes(const RecycledNodes<U>&) {}  // NOLINT(runtime/explicit): rebinding
+  T* allocate(size_t n) {
+    std::vector<void*>& spare = Spare();
+    if (n == 1 && !spare.empty()) {
+      void* p = spare.back();
+      spare.pop_back();
+      return static_cast<T*>(p);
+    }
+    return std::allocator<T>().allocate(n);
+  }
+  void deallocate(T* p, size_t n) {
+    if (n == 1) {
+      Spare().push_back(p);
+    } else {
+      std::allocator<T>().deallocate(p, n);
+    }
+  }
+  template <typename U>
+  bool operator==(const RecycledNodes<U>&) const {
+    return true;
+  }
+  template <typename U>
+  bool operator!=(const RecycledNodes<U>&) const {
+    return false;
+  }
+
+ private:
+  struct List {
+    std::vector<void*> nodes;
+    ~List() {
+      for (void* p : nodes) std::allocator<T>().deallocate(static_cast<T*>(p), 1);
+    }
+  };
+  static std::vector<void*>& Spare() {
+    thread_local List list;
+    return list.nodes;
+  }
+};
+
 struct Pool {
   bool small = false;
-  std::set<FreeKey, FreeKeyLess> free;
-  std::set<AddrKey, AddrKeyLess> unmapped;
+  std::set<FreeKey, FreeKeyLess, RecycledNodes<FreeKey>> free;
+  std::set<AddrKey, AddrKeyLess, RecycledNodes<AddrKey>> unmapped;
 };
 
 struct Segment {
