@@ -7,16 +7,19 @@
 #   read     python3 -c 'import onnx; onnx.load(F, load_external_data=False)'
 #   inspect  memplan inspect F --batch 8
 #   plan     memplan plan F --batch 8            (train, fp32, AdamW)
-# and, on a real LLM export (models/qwen_bigvocab_train.onnx, batch 8):
+# and, on a real LLM export (models/qwen_bigvocab_train.onnx, batch 8; each
+# run repeats the command 10 times, the figures are per command):
 #   plan     memplan plan M --batch 8
 #   advise   memplan advise M --device h100-sxm  (every precision and placement)
 # Ratios are of CPU time, so that other work on a shared machine does not
 # enter them; wall times are printed too.
 #
-# usage: bench/speed.sh [MEMPLAN] [RUNS]   (default build/memplan, 3)
+# usage: bench/speed.sh [MEMPLAN] [RUNS] [PART]
+#   (default build/memplan, 3, all; PART chains or advise runs one half)
 set -eu
 memplan=${1:-build/memplan}
 runs=${2:-3}
+part=${3:-all}
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -40,23 +43,30 @@ measure() {
   echo "$name $cpu $wall $((rss / 1024))"
 }
 
-echo "| nodes | read (onnx) | inspect | plan (train) | inspect / read | plan / read | plan RSS |"
-echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-for n in 1000 10000 100000 1000000; do
-  f="$tmp/chain_$n.onnx"
-  python3 "$here/make_chain.py" "$n" "$f"
-  r=$(measure read python3 -c 'import onnx, sys; onnx.load(sys.argv[1], load_external_data=False)' "$f")
-  i=$(measure inspect "$memplan" inspect "$f" --batch 8)
-  p=$(measure plan "$memplan" plan "$f" --batch 8)
-  echo "$r $i $p" | awk -v n="$n" '{
-    printf "| %d | %.2f s, %d MiB | %.2f s, %d MiB | %.2f s, %d MiB | %.2f | %.2f | %d MiB |\n",
-      n, $2, $4, $6, $8, $10, $12, $6 / $2, $10 / $2, $12}'
-  rm -f "$f"
-done
-echo "(CPU seconds, user + sys, medians of $runs runs.)"
+if [ "$part" != advise ]; then
+  echo "| nodes | read (onnx) | inspect | plan (train) | inspect / read | plan / read | plan RSS |"
+  echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  for n in 1000 10000 100000 1000000; do
+    f="$tmp/chain_$n.onnx"
+    python3 "$here/make_chain.py" "$n" "$f"
+    r=$(measure read python3 -c 'import onnx, sys; onnx.load(sys.argv[1], load_external_data=False)' "$f")
+    i=$(measure inspect "$memplan" inspect "$f" --batch 8)
+    p=$(measure plan "$memplan" plan "$f" --batch 8)
+    echo "$r $i $p" | awk -v n="$n" '{
+      printf "| %d | %.2f s, %d MiB | %.2f s, %d MiB | %.2f s, %d MiB | %.2f | %.2f | %d MiB |\n",
+        n, $2, $4, $6, $8, $10, $12, $6 / $2, $10 / $2, $12}'
+    rm -f "$f"
+  done
+  echo "(CPU seconds, user + sys, medians of $runs runs.)"
+fi
+[ "$part" = chains ] && exit 0
 m="$here/../models/qwen_bigvocab_train.onnx"
-p=$(measure plan "$memplan" plan "$m" --batch 8)
-a=$(measure advise "$memplan" advise "$m" --device h100-sxm)
+# One plan takes about 10 ms, the resolution of /usr/bin/time: each of these
+# runs repeats its command $reps times, and the figures are per command.
+reps=10
+loop='n=$1; shift; for ((k = 0; k < n; k++)); do "$@" >/dev/null || exit 1; done'
+p=$(measure plan bash -c "$loop" _ "$reps" "$memplan" plan "$m" --batch 8)
+a=$(measure advise bash -c "$loop" _ "$reps" "$memplan" advise "$m" --device h100-sxm)
 echo
-echo "$p $a" | awk '{printf "qwen_bigvocab_train: plan %.3f s, advise %.3f s: advise / plan %.1f\n", $2, $6, $6 / $2}'
-echo "wall: plan $(echo "$p" | cut -d' ' -f3) s, advise $(echo "$a" | cut -d' ' -f3) s"
+echo "$p $a" | awk -v r="$reps" '{printf "qwen_bigvocab_train: plan %.4f s, advise %.4f s: advise / plan %.1f\n", $2 / r, $6 / r, $6 / $2}'
+echo "wall: plan $(echo "$p" | awk -v r="$reps" '{printf "%.4f", $3 / r}') s, advise $(echo "$a" | awk -v r="$reps" '{printf "%.4f", $3 / r}') s"

@@ -186,7 +186,16 @@ struct Probe {
 
 class Searcher {
  public:
-  Searcher(const Graph& g, const AdviseRequest& r) : planner_(g), r_(r) {}
+  Searcher(const Graph& g, const AdviseRequest& r) : planner_(g, ProbeOptions(r)), r_(r) {}
+
+  /// What every probe plans: the request's options, trained, with its context.
+  static PlanOptions ProbeOptions(const AdviseRequest& r) {
+    PlanOptions o = r.base;
+    o.mode = Mode::kTrain;
+    o.context_bytes = r.context_bytes;
+    o.keep_events = false;
+    return o;
+  }
 
   int plans() const { return plans_; }
 
@@ -204,7 +213,7 @@ class Searcher {
     auto bound = planner_.Bind(BindingsAt(batch));
     if (!bound.ok())
       return Status::Error("batch " + std::to_string(batch) + ": " + bound.message());
-    return &bound.value()->graph;
+    return bound.value();
   }
 
   Result<const Probe*> At(int64_t batch, Precision p, const std::vector<std::string>& ckpt) {
@@ -213,15 +222,9 @@ class Searcher {
     if (it != cache_.end()) return it->second.get();
     auto g = Bound(batch);  // A shape error names the batch.
     if (!g.ok()) return g.status();
-    PlanOptions o = r_.base;
-    o.mode = Mode::kTrain;
-    o.precision = p;
-    o.checkpoint_segments = ckpt;
-    o.context_bytes = r_.context_bytes;
-    o.keep_events = false;
-    auto plan = planner_.PlanStep(BindingsAt(batch), o);
+    auto plan = planner_.PlanStep(BindingsAt(batch), p, ckpt, PlanDetail::kPeaks);
     ++plans_;
-    if (r_.on_plan) r_.on_plan({o.dist.strategy, p, ckpt.size(), batch});
+    if (r_.on_plan) r_.on_plan({r_.base.dist.strategy, p, ckpt.size(), batch});
     if (!plan.ok()) return Status::Error("batch " + std::to_string(batch) + ": " + plan.message());
     auto probe = std::make_unique<Probe>();
     probe->saved = SavedActivationBytes(plan.value());
@@ -248,7 +251,7 @@ class Searcher {
   }
 
  private:
-  ModelPlanner planner_;
+  CandidatePlanner planner_;
   const AdviseRequest& r_;
   std::map<std::string, std::unique_ptr<Probe>> cache_;
   int plans_ = 0;
@@ -291,7 +294,8 @@ Result<Advice> Advise(const Graph& g, const AdviseRequest& r) {
       one.base.dist.reshard_after_forward = true;
     }
     const int64_t ranks = one.base.dist.world_size;
-    if (r.global_batch > 0) one.global_batch = r.global_batch / ranks + (r.global_batch % ranks != 0);
+    if (r.global_batch > 0)
+      one.global_batch = r.global_batch / ranks + (r.global_batch % ranks != 0);
     auto a = AdviseOneStrategy(g, one);
     if (!a.ok()) return Status::Error(std::string(EnumName(st)) + ": " + a.message());
     if (first) {

@@ -107,11 +107,12 @@ struct Candidate {
   CheckpointStrategy strategy = CheckpointStrategy::kNone;
   std::vector<std::string> checkpoint;  ///< Modules recomputed in backward.
   int64_t batch = 0;                    ///< 0: not even batch 1 fits.
-  Plan plan;                            ///< At `batch` (timeline dropped).
-  int64_t device_bytes = 0;             ///< reserved + context.
-  int64_t uncertain_bytes = 0;          ///< Allowance for unmeasured rules (UncertaintyBytes).
-  int64_t headroom_bytes = 0;           ///< budget - device bytes.
-  double recompute_overhead = 0;        ///< recompute / (forward + backward) FLOPs.
+  /// At `batch`, without the timeline, module peaks and kernel shapes.
+  Plan plan;
+  int64_t device_bytes = 0;       ///< reserved + context.
+  int64_t uncertain_bytes = 0;    ///< Allowance for unmeasured rules (UncertaintyBytes).
+  int64_t headroom_bytes = 0;     ///< budget - device bytes.
+  double recompute_overhead = 0;  ///< recompute / (forward + backward) FLOPs.
   SpeedEstimate speed;
   int64_t grad_accumulation_steps = 1;
   int64_t micro_batch = 0;  ///< Per step with accumulation (<= batch).

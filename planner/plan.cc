@@ -63,6 +63,20 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& requeste
   auto checkpointed = ResolveCheckpointModules(g, requested.checkpoint_segments);
   if (!checkpointed.ok()) return checkpointed.status();
   options.checkpoint_segments = checkpointed.value();
+  Schedule sched;
+  auto build = [&](const PlanOptions& o) -> Result<const Schedule*> {
+    auto s = BuildSchedule(g, o);
+    if (!s.ok()) return s.status();
+    sched = std::move(s.value());
+    return &sched;
+  };
+  return MakePlanFrom(g, batch, options, build, PlanDetail::kFull);
+}
+
+Result<Plan> MakePlanFrom(const Graph& g, int64_t batch, const PlanOptions& options,
+                          const ScheduleSource& schedules, PlanDetail detail) {
+  Status dist = CheckDistOptions(options.dist, options.mode);
+  if (!dist.ok()) return dist;
   // What the export cannot tell (which cuDNN engines run fp32 convolutions,
   // whether activations run in place) is planned every way; the plan that
   // needs the most device memory is kept.
@@ -82,11 +96,11 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& requeste
   for (Fp32ConvCopies c : convs) {
     PlanOptions o = options;
     o.fp32_conv = c;
-    auto sched = BuildSchedule(g, o);
+    auto sched = schedules(o);
     if (!sched.ok()) return sched.status();
     for (InPlace ip : inplace) {
       o.inplace = ip;
-      auto plan = PlanSchedule(g, batch, o, sched.value());
+      auto plan = PlanSchedule(g, batch, o, *sched.value(), detail);
       if (!plan.ok()) return plan;
       const Peak* peaks[3] = {&plan->peak, &plan->first_step, &plan->steady};
       const bool takes_timeline = !have || plan->peak.allocated_bytes > most[0].allocated_bytes;
@@ -120,9 +134,10 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& requeste
       }
       if (kept) keep = std::move(plan);
       have = true;
-      if (!sched->inplace_activations) break;  // nothing runs in place: one plan covers both
+      if (!sched.value()->inplace_activations)
+        break;  // nothing runs in place: one plan covers both
     }
-    if (!sched->fp32_convs) break;  // no fp32 convolution: both kinds agree
+    if (!sched.value()->fp32_convs) break;  // no fp32 convolution: both kinds agree
   }
   // Each figure is the largest of its own: the allocated peak (and where it
   // is, what it is made of) of one variant, reserved and device of another.

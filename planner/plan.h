@@ -2,6 +2,7 @@
 #define MEMPLAN_PLANNER_PLAN_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -204,6 +205,24 @@ constexpr int64_t kDefaultContextBytes = 767LL << 20;
 
 /// Plans one step of `g` (shapes already inferred for `batch`).
 Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options);
+
+/// What a plan fills in: everything, or only what a fit test reads (kPeaks:
+/// no per-module peaks, no kernel shapes; peaks, timeline, coverage, FLOPs,
+/// kernel limits and the rank's breakdown as kFull has them).
+enum class PlanDetail { kFull, kPeaks };
+
+struct Schedule;
+/// The schedule of the graph for `options` (one fp32_conv variant), its
+/// checkpoint segments marked for options.checkpoint_segments; kept by the
+/// caller for as long as MakePlanFrom runs.
+using ScheduleSource = std::function<Result<const Schedule*>(const PlanOptions& options)>;
+
+/// MakePlan from schedules the caller builds or keeps, with
+/// options.checkpoint_segments already resolved to module paths
+/// (ResolveCheckpointModules): the same plan MakePlan makes from the same
+/// schedules, less what `detail` leaves out.
+Result<Plan> MakePlanFrom(const Graph& g, int64_t batch, const PlanOptions& options,
+                          const ScheduleSource& schedules, PlanDetail detail);
 
 }  // namespace memplan
 

@@ -2,6 +2,9 @@
 
 #include <utility>
 
+#include "planner/checkpoint.h"
+#include "planner/distributed.h"
+
 namespace memplan {
 
 namespace {
@@ -43,6 +46,61 @@ Result<Plan> ModelPlanner::PlanStep(const ShapeBindings& bindings, const PlanOpt
   if (!plan.ok()) return plan;
   const std::vector<std::string>& shape_warnings = bound.value()->warnings;
   plan->warnings.insert(plan->warnings.begin(), shape_warnings.begin(), shape_warnings.end());
+  return plan;
+}
+
+Result<const Graph*> CandidatePlanner::Bind(const ShapeBindings& bindings) {
+  const std::string key = BindingsKey(bindings);
+  if (!work_key_.empty() && key == work_key_) return &work_;
+  // Shape inference writes tensors (and the bound symbols) only: with the
+  // imported tensors back, the graph is a fresh copy again.
+  work_key_.clear();
+  work_warnings_.clear();
+  work_.tensors = imported_;
+  Status s = InferShapes(&work_, bindings, &work_warnings_);
+  if (!s.ok()) return s;
+  work_key_ = key;
+  return &work_;
+}
+
+Result<Plan> CandidatePlanner::PlanStep(const ShapeBindings& bindings, Precision precision,
+                                        const std::vector<std::string>& checkpoint,
+                                        PlanDetail detail) {
+  auto bound = Bind(bindings);
+  if (!bound.ok()) return bound.status();
+  const Graph& g = *bound.value();
+  PlanOptions options = base_;
+  options.precision = precision;
+  // MakePlan's order of checks: the parallel options, then the placement.
+  Status dist = CheckDistOptions(options.dist, options.mode);
+  if (!dist.ok()) return dist;
+  auto resolved = resolved_.find(checkpoint);
+  if (resolved == resolved_.end()) {
+    // Module paths come from the nodes' scopes, which no binding changes.
+    resolved = resolved_.emplace(checkpoint, ResolveCheckpointModules(g, checkpoint)).first;
+  }
+  if (!resolved->second.ok()) return resolved->second.status();
+  options.checkpoint_segments = resolved->second.value();
+  if (precision != schedules_precision_) {
+    schedules_.clear();
+    schedules_precision_ = precision;
+  }
+  const std::string key = BindingsKey(bindings);
+  auto schedule_of = [&](const PlanOptions& o) -> Result<const Schedule*> {
+    const std::string k = key + "\n#" + std::to_string(static_cast<int>(o.fp32_conv));
+    auto it = schedules_.find(k);
+    if (it == schedules_.end()) {
+      auto s = BuildSchedule(g, o);
+      if (!s.ok()) return s.status();
+      it = schedules_.emplace(k, std::make_unique<Schedule>(std::move(s.value()))).first;
+    } else {
+      MarkCheckpointSegments(g, o, it->second.get());
+    }
+    return it->second.get();
+  };
+  auto plan = MakePlanFrom(g, bindings.batch, options, schedule_of, detail);
+  if (!plan.ok()) return plan;
+  plan->warnings.insert(plan->warnings.begin(), work_warnings_.begin(), work_warnings_.end());
   return plan;
 }
 

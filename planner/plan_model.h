@@ -15,6 +15,7 @@
 #include "planner/graph.h"
 #include "planner/options.h"
 #include "planner/plan.h"
+#include "planner/schedule.h"
 #include "planner/shape_inference.h"
 #include "planner/status.h"
 
@@ -46,6 +47,44 @@ class ModelPlanner {
  private:
   const Graph& graph_;
   std::map<std::string, std::unique_ptr<Bound>> bound_;  ///< By bindings.
+};
+
+/// Plans one model for a search over bindings, precisions and checkpoint
+/// placements, everything else of `base` fixed (the advisor). What the
+/// placement does not change is built once and kept: the schedules per
+/// (binding, precision) (a placement only marks their checkpoint segments:
+/// MarkCheckpointSegments), each placement's module paths. One copy of the
+/// graph is bound in turn to each binding asked (its tensors put back as
+/// imported, then shapes inferred: nothing else of a graph changes with the
+/// binding). A plan is PlanModel's for the same bindings and options, less
+/// what `detail` leaves out. Keeps a reference to `graph`.
+class CandidatePlanner {
+ public:
+  CandidatePlanner(const Graph& graph, const PlanOptions& base)
+      : work_(graph), imported_(graph.tensors), base_(base) {}
+
+  /// The graph with shapes for `bindings`, or shape inference's error; valid
+  /// until the next call with other bindings.
+  [[nodiscard]] Result<const Graph*> Bind(const ShapeBindings& bindings);
+  /// The plan of `base` at `bindings`, with `precision` and `checkpoint`
+  /// (module patterns, as PlanOptions::checkpoint_segments).
+  [[nodiscard]] Result<Plan> PlanStep(const ShapeBindings& bindings, Precision precision,
+                                      const std::vector<std::string>& checkpoint,
+                                      PlanDetail detail);
+
+ private:
+  Graph work_;                              ///< Bound to work_key_'s bindings.
+  std::vector<Tensor> imported_;            ///< The graph's tensors before any binding.
+  std::string work_key_;                    ///< "": not bound (or its inference failed).
+  std::vector<std::string> work_warnings_;  ///< Shape inference's, for work_key_.
+  PlanOptions base_;
+  /// Resolved module paths (or the error) by pattern list.
+  std::map<std::vector<std::string>, Result<std::vector<std::string>>> resolved_;
+  /// Schedules of the precision planned last, by bindings and fp32_conv
+  /// variant (those of earlier precisions are dropped: the advisor searches
+  /// one precision at a time).
+  Precision schedules_precision_ = Precision::kFp32;
+  std::map<std::string, std::unique_ptr<Schedule>> schedules_;
 };
 
 /// ModelPlanner(graph).PlanStep(bindings, options): one plan.

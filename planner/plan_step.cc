@@ -29,7 +29,7 @@ std::string ModuleOfOp(const Graph& g, const Schedule& s, const std::string& lab
 }  // namespace
 
 Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& options,
-                          const Schedule& s) {
+                          const Schedule& s, PlanDetail detail) {
   if (options.mode == Mode::kTrain && s.logits < 0) {
     return Status::Error(g.source + ": the graph has no output to put a loss on");
   }
@@ -98,7 +98,7 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
   const size_t e0 = sim.iteration_events[iter].first;
   const size_t e1 = sim.iteration_events[iter].second;
   plan.timeline = TimelineOf(sim, res, e0, e1);
-  plan.modules = ModulePeaksOf(g, s, sim, res, e0, e1);
+  if (detail == PlanDetail::kFull) plan.modules = ModulePeaksOf(g, s, sim, res, e0, e1);
   // Inference: the activations packed into one arena (lower bound vs packed).
   if (options.mode == Mode::kInference) {
     plan.arena_lower_bound = ArenaLowerBoundOf(sim, it[0].first, it[0].second);
@@ -124,7 +124,7 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
       plan.param_bytes_each.push_back(s.vals[p].bytes);
     }
   }
-  KernelsOf(g, s, &plan.kernels);
+  if (detail == PlanDetail::kFull) KernelsOf(g, s, &plan.kernels);
   for (size_t i = 0; i < sim.rules.size(); ++i) {
     if (sim.rule_used[i]) plan.coverage.rules.push_back(ShareOf(sim.rules[i], options));
   }

@@ -14,9 +14,10 @@
 
 namespace memplan {
 
-/// Plans one step of schedule `s` of `g` (one variant of the options).
+/// Plans one step of schedule `s` of `g` (one variant of the options);
+/// kPeaks leaves the per-module peaks and the kernel shapes out.
 [[nodiscard]] Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& options,
-                                        const Schedule& s);
+                                        const Schedule& s, PlanDetail detail = PlanDetail::kFull);
 
 }  // namespace memplan
 

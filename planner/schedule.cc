@@ -236,7 +236,6 @@ class Builder {
   void ProcessNode(int ni);
   bool IsLinearBias(int ni, std::vector<int>& in) const;
   void AddBiasAdd(int ni, const std::vector<int>& in);
-  int SegmentOf(const std::string& scope) const;
   void SkipUnusedFeeders(std::set<int> tensors, const std::set<int>& needed);
   void FindRmsNorms();
   int CastVal(int v, DType to, bool weight_cache, const std::string& why);
@@ -1543,9 +1542,9 @@ Result<Schedule> Builder::Build() {
     ProcessNode(ni);
     auto lora = lora_at_.find(ni);
     if (lora != lora_at_.end()) AppendLora(lora->second);
-    const int seg = SegmentOf(g_.nodes[ni].scope);
-    for (size_t k = first_op; k < s_.ops.size(); ++k) s_.ops[k].segment = seg;
+    for (size_t k = first_op; k < s_.ops.size(); ++k) s_.ops[k].scope_node = ni;
   }
+  MarkCheckpointSegments(g_, o_, &s_);
   return std::move(s_);
 }
 
@@ -1591,22 +1590,39 @@ void Builder::SkipUnusedFeeders(std::set<int> tensors, const std::set<int>& need
   }
 }
 
-int Builder::SegmentOf(const std::string& scope) const {
-  if (o_.mode != Mode::kTrain) return -1;
+}  // namespace
+
+void MarkCheckpointSegments(const Graph& g, const PlanOptions& options, Schedule* s) {
   // Overlapping patterns (layer1 and layer1.0): the outermost module that
   // matches wins, as a checkpoint around layer1 recomputes layer1.0 too;
   // so the order of the patterns does not matter.
-  int best = -1;
-  for (size_t i = 0; i < o_.checkpoint_segments.size(); ++i) {
-    const std::string& m = o_.checkpoint_segments[i];
-    const bool match = scope == m || (scope.size() > m.size() &&
-                                      scope.compare(0, m.size(), m) == 0 && scope[m.size()] == '.');
-    if (match && (best < 0 || m.size() < o_.checkpoint_segments[best].size())) {
-      best = static_cast<int>(i);
+  const std::vector<std::string>& segments = options.checkpoint_segments;
+  auto segment_of = [&](const std::string& scope) {
+    int best = -1;
+    for (size_t i = 0; i < segments.size(); ++i) {
+      const std::string& m = segments[i];
+      const bool match =
+          scope == m ||
+          (scope.size() > m.size() && scope.compare(0, m.size(), m) == 0 && scope[m.size()] == '.');
+      if (match && (best < 0 || m.size() < segments[best].size())) best = static_cast<int>(i);
     }
+    return best;
+  };
+  int last_node = -1, last_segment = -1;
+  for (ExecOp& op : s->ops) {
+    if (options.mode != Mode::kTrain || op.scope_node < 0) {
+      op.segment = -1;
+      continue;
+    }
+    if (op.scope_node != last_node) {
+      last_node = op.scope_node;
+      last_segment = segment_of(g.nodes[last_node].scope);
+    }
+    op.segment = last_segment;
   }
-  return best;
 }
+
+namespace {
 
 // One native_group_norm for an exported decomposition (see fusion.h). It
 // runs in float32 under autocast (autocast_mode.h, AT_FORALL_FP32) and keeps

@@ -69,7 +69,10 @@ struct ExecOp {
   /// the bwd_weight_workspace one (cuDNN RNN: backward data, then weights).
   /// Empty: every gradient comes first.
   std::vector<bool> grad_in_weight_pass;
-  int segment = -1;   ///< Checkpoint segment index.
+  int segment = -1;  ///< Checkpoint segment index (MarkCheckpointSegments).
+  /// The graph node whose processing made the op (synthetic ops too): its
+  /// scope decides the checkpoint segment.
+  int scope_node = -1;
   bool view = false;  ///< Outputs are views of in[0].
   /// New saved tensors (Saved::kExtra) are allocated inside the call, while
   /// its workspace is held (cuDNN RNN's reserve space).
@@ -111,6 +114,13 @@ struct Schedule {
 /// PyTorch makes for non-viewable reshapes and non-contiguous inputs,
 /// attention regions per options.attention, and per-op saved tensors.
 Result<Schedule> BuildSchedule(const Graph& g, const PlanOptions& options);
+
+/// Sets every op's checkpoint segment: the index into
+/// options.checkpoint_segments of the outermost listed module around its
+/// scope_node's scope (-1: none, and always -1 outside training). Nothing
+/// else of a schedule depends on the checkpoint placement, so one schedule
+/// serves every placement once this is run again.
+void MarkCheckpointSegments(const Graph& g, const PlanOptions& options, Schedule* s);
 
 /// Row-major strides of `shape`.
 std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape);

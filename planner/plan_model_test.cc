@@ -1,0 +1,231 @@
+#include "planner/plan_model.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "planner/ops/test_graph.h"
+
+namespace memplan {
+namespace {
+
+using testing_util::D;
+using testing_util::GraphBuilder;
+using testing_util::IntsAttr;
+using testing_util::S;
+
+// Four blocks of MatMul -> Relu -> MatMul -> Add (residual), each in its own
+// module, then a head: checkpointable, with in-place candidates.
+Graph Blocks() {
+  GraphBuilder b;
+  b.Input("x", {S("batch"), D(64), D(96)});
+  std::string prev = "x";
+  for (int i = 0; i < 4; ++i) {
+    const std::string m = "layers." + std::to_string(i);
+    const std::string p = "l" + std::to_string(i) + "_";
+    b.Init(p + "w1", {96, 384});
+    b.Init(p + "w2", {384, 96});
+    b.Op("MatMul", {prev, p + "w1"}, {p + "h"}).scope = m + ".fc1";
+    b.Op("Relu", {p + "h"}, {p + "a"}).scope = m + ".act";
+    b.Op("MatMul", {p + "a", p + "w2"}, {p + "o"}).scope = m + ".fc2";
+    b.Op("Add", {prev, p + "o"}, {p + "y"}).scope = m;
+    prev = p + "y";
+  }
+  b.Init("head", {96, 1000});
+  b.Op("MatMul", {prev, "head"}, {"logits"}).scope = "head";
+  b.Output("logits");
+  b.g.Link();
+  return b.g;
+}
+
+// Convolutions with batch norm and ReLU in three modules: fp32 convolutions
+// (two cuDNN engine kinds) and in-place activations, so MakePlan plans
+// several variants of one schedule.
+Graph ConvNet() {
+  GraphBuilder b;
+  b.Input("x", {S("batch"), D(8), D(32), D(32)});
+  std::string prev = "x";
+  int channels = 8;
+  for (int i = 0; i < 3; ++i) {
+    const std::string m = "stage" + std::to_string(i);
+    const std::string p = "s" + std::to_string(i) + "_";
+    b.Init(p + "w", {16, channels, 3, 3});
+    b.Init(p + "scale", {16});
+    b.Init(p + "bias", {16});
+    b.Init(p + "mean", {16});
+    b.Init(p + "var", {16});
+    Node& c = b.Op("Conv", {prev, p + "w"}, {p + "c"});
+    c.attrs["pads"] = IntsAttr({1, 1, 1, 1});
+    c.scope = m + ".conv";
+    Node& bn = b.Op("BatchNormalization", {p + "c", p + "scale", p + "bias", p + "mean", p + "var"},
+                    {p + "n"});
+    bn.scope = m + ".bn";
+    b.Op("Relu", {p + "n"}, {p + "r"}).scope = m + ".relu";
+    prev = p + "r";
+    channels = 16;
+  }
+  b.Op("GlobalAveragePool", {prev}, {"pool"}).scope = "head";
+  b.Op("Flatten", {"pool"}, {"logits"}).scope = "head";
+  b.Output("logits");
+  b.g.Link();
+  return b.g;
+}
+
+void ExpectSamePeak(const Peak& a, const Peak& b, const std::string& what) {
+  EXPECT_EQ(a.allocated_bytes, b.allocated_bytes) << what;
+  EXPECT_EQ(a.reserved_bytes, b.reserved_bytes) << what;
+  EXPECT_EQ(a.device_bytes, b.device_bytes) << what;
+  EXPECT_EQ(a.lower_bound_bytes, b.lower_bound_bytes) << what;
+  EXPECT_EQ(a.node, b.node) << what;
+  EXPECT_EQ(a.module, b.module) << what;
+  EXPECT_EQ(a.phase, b.phase) << what;
+  for (int c = 0; c < kNumCategories; ++c) {
+    EXPECT_EQ(a.breakdown.bytes[c], b.breakdown.bytes[c]) << what << " category " << c;
+  }
+  for (int p = 0; p < 3; ++p) {
+    EXPECT_EQ(a.phase_allocated[p], b.phase_allocated[p]) << what;
+    EXPECT_EQ(a.phase_reserved[p], b.phase_reserved[p]) << what;
+  }
+  ASSERT_EQ(a.rules.size(), b.rules.size()) << what;
+  for (size_t i = 0; i < a.rules.size(); ++i) {
+    EXPECT_EQ(a.rules[i].rule, b.rules[i].rule) << what;
+    EXPECT_EQ(a.rules[i].peak_bytes, b.rules[i].peak_bytes) << what;
+  }
+}
+
+// Everything a fit test and the advisor's report read, and (kFull) the rest.
+void ExpectSamePlan(const Plan& kept, const Plan& fresh, PlanDetail detail,
+                    const std::string& what) {
+  ExpectSamePeak(kept.peak, fresh.peak, what + " peak");
+  ExpectSamePeak(kept.first_step, fresh.first_step, what + " first step");
+  ExpectSamePeak(kept.steady, fresh.steady, what + " steady");
+  EXPECT_EQ(kept.batch, fresh.batch) << what;
+  EXPECT_EQ(kept.parameter_bytes, fresh.parameter_bytes) << what;
+  EXPECT_EQ(kept.forward_flops, fresh.forward_flops) << what;
+  EXPECT_EQ(kept.backward_flops, fresh.backward_flops) << what;
+  EXPECT_EQ(kept.recompute_flops, fresh.recompute_flops) << what;
+  EXPECT_EQ(kept.options.checkpoint_segments, fresh.options.checkpoint_segments) << what;
+  EXPECT_EQ(kept.warnings, fresh.warnings) << what;
+  EXPECT_EQ(kept.coverage.peak_bytes, fresh.coverage.peak_bytes) << what;
+  EXPECT_EQ(kept.coverage.unbacked_bytes, fresh.coverage.unbacked_bytes) << what;
+  EXPECT_EQ(kept.int32_overflow.elements, fresh.int32_overflow.elements) << what;
+  EXPECT_EQ(kept.largest_tensor.elements, fresh.largest_tensor.elements) << what;
+  EXPECT_EQ(kept.rank.nccl_bytes, fresh.rank.nccl_bytes) << what;
+  ASSERT_EQ(kept.timeline.size(), fresh.timeline.size()) << what;
+  for (size_t i = 0; i < kept.timeline.size(); ++i) {
+    EXPECT_EQ(kept.timeline[i].allocated, fresh.timeline[i].allocated) << what << " point " << i;
+    EXPECT_EQ(kept.timeline[i].reserved, fresh.timeline[i].reserved) << what << " point " << i;
+    EXPECT_EQ(kept.timeline[i].node, fresh.timeline[i].node) << what << " point " << i;
+  }
+  if (detail == PlanDetail::kPeaks) {
+    EXPECT_TRUE(kept.modules.empty()) << what;
+    EXPECT_TRUE(kept.kernels.empty()) << what;
+    return;
+  }
+  ASSERT_EQ(kept.modules.size(), fresh.modules.size()) << what;
+  for (size_t i = 0; i < kept.modules.size(); ++i) {
+    EXPECT_EQ(kept.modules[i].module, fresh.modules[i].module) << what;
+    EXPECT_EQ(kept.modules[i].forward_allocated, fresh.modules[i].forward_allocated) << what;
+    EXPECT_EQ(kept.modules[i].backward_allocated, fresh.modules[i].backward_allocated) << what;
+  }
+  EXPECT_EQ(kept.kernels.size(), fresh.kernels.size()) << what;
+}
+
+// The planner that keeps schedules across placements gives the plan a fresh
+// PlanModel gives, over batches, precisions and placements asked in an order
+// that reuses every kept schedule under another placement.
+TEST(CandidatePlanner, KeptSchedulesPlanLikeFreshPlans) {
+  const std::vector<std::vector<std::string>> placements = {
+      {},
+      {"layers.1"},
+      {"layers.0", "layers.2"},
+      {"layers.0", "layers.1", "layers.2", "layers.3"},
+      {"stage1"},
+      {"stage0", "stage2"}};
+  for (const Graph& g : {Blocks(), ConvNet()}) {
+    PlanOptions base;
+    base.mode = Mode::kTrain;
+    base.optimizer = Optimizer::kAdamW;
+    CandidatePlanner kept(g, base);
+    int compared = 0;
+    bool recomputes = false;
+    for (Precision p : {Precision::kFp32, Precision::kAmpBf16, Precision::kBf16}) {
+      for (int round = 0; round < 2; ++round) {
+        for (const std::vector<std::string>& ckpt : placements) {
+          for (int64_t batch : {1, 3, 8, 64, 3}) {
+            ShapeBindings bind;
+            bind.batch = batch;
+            PlanOptions o = base;
+            o.precision = p;
+            o.checkpoint_segments = ckpt;
+            auto fresh = PlanModel(g, bind, o);
+            const PlanDetail detail = round == 0 ? PlanDetail::kPeaks : PlanDetail::kFull;
+            auto plan = kept.PlanStep(bind, p, ckpt, detail);
+            ASSERT_EQ(plan.ok(), fresh.ok()) << (fresh.ok() ? plan.message() : fresh.message());
+            if (!fresh.ok()) {
+              EXPECT_EQ(plan.message(), fresh.message());
+              continue;
+            }
+            std::string what = std::string(PrecisionName(p)) + " batch " + std::to_string(batch);
+            for (const std::string& m : ckpt) what += " " + m;
+            ExpectSamePlan(plan.value(), fresh.value(), detail, what);
+            if (!ckpt.empty() && fresh->recompute_flops > 0) recomputes = true;
+            ++compared;
+          }
+        }
+      }
+    }
+    EXPECT_GT(compared, 60);
+    // The placements did reach the simulation (a schedule reused without
+    // its segments re-marked would plan no recomputation, or too much).
+    EXPECT_TRUE(recomputes);
+  }
+}
+
+TEST(CandidatePlanner, PlacementErrorsAreMakePlansErrors) {
+  const Graph g = Blocks();
+  PlanOptions base;
+  base.mode = Mode::kTrain;
+  CandidatePlanner kept(g, base);
+  ShapeBindings bind;
+  bind.batch = 2;
+  PlanOptions o = base;
+  o.checkpoint_segments = {"nosuchmodule"};
+  auto fresh = PlanModel(g, bind, o);
+  ASSERT_FALSE(fresh.ok());
+  for (int i = 0; i < 2; ++i) {  // the second answer comes from the kept resolution
+    auto plan = kept.PlanStep(bind, Precision::kFp32, {"nosuchmodule"}, PlanDetail::kPeaks);
+    ASSERT_FALSE(plan.ok());
+    EXPECT_EQ(plan.message(), fresh.message());
+  }
+}
+
+// A binding shape inference refuses leaves the planner as it was: the next
+// binding plans as a fresh graph would.
+TEST(CandidatePlanner, AFailedBindingLeavesNothingBehind) {
+  const Graph g = Blocks();
+  PlanOptions base;
+  base.mode = Mode::kTrain;
+  CandidatePlanner kept(g, base);
+  ShapeBindings good, bad;
+  good.batch = 5;
+  bad.batch = 0;
+  ASSERT_TRUE(kept.PlanStep(good, Precision::kFp32, {}, PlanDetail::kFull).ok());
+  auto refused = kept.PlanStep(bad, Precision::kFp32, {}, PlanDetail::kFull);
+  auto fresh_refused = PlanModel(g, bad, base);
+  ASSERT_FALSE(refused.ok());
+  ASSERT_FALSE(fresh_refused.ok());
+  EXPECT_EQ(refused.message(), fresh_refused.message());
+  for (int64_t batch : {5, 6}) {
+    good.batch = batch;
+    auto plan = kept.PlanStep(good, Precision::kFp32, {}, PlanDetail::kFull);
+    auto fresh = PlanModel(g, good, base);
+    ASSERT_TRUE(plan.ok() && fresh.ok());
+    ExpectSamePlan(plan.value(), fresh.value(), PlanDetail::kFull,
+                   "batch " + std::to_string(batch));
+  }
+}
+
+}  // namespace
+}  // namespace memplan
