@@ -12,6 +12,7 @@ from the first plan, so that a small model shows it too.
 
 import json
 import os
+import re
 import pty
 import select
 import subprocess
@@ -76,8 +77,9 @@ check("check piped: no progress", "\r" not in r.stderr and "[1/1]" not in r.stde
 
 code, out, term = on_terminal(ADVISE + ["--format", "json"])
 check("advise on a terminal: exit 0", code == 0, term[-300:])
-check("advise on a terminal: progress drawn", "advise: " in term and " plans; amp_bf16" in term,
-      repr(term[:300]))
+# The line is redrawn at most every so often: a fast search may draw it once ("1 plan").
+check("advise on a terminal: progress drawn",
+      re.search(r"advise: \d+ plans?; amp_bf16", term) is not None, repr(term[:300]))
 check("advise on a terminal: the line is erased", term.endswith("\r\033[K") or "\r\033[K" in term,
       repr(term[-100:]))
 try:
