@@ -306,6 +306,60 @@ TEST(RnnSchedule, AutocastCastsTheWeightsIntoOneFlatCopy) {
   }
   ASSERT_GE(flat, 0);
   EXPECT_EQ(sc.vals[flat].bytes, 2 * sc.parameter_count);
+  // Its fp32 parameters are flattened when the module is moved to the GPU.
+  ASSERT_EQ(sc.flattened_rnn_weights.size(), 1u);
+  EXPECT_EQ(sc.flattened_rnn_weights[0].size(), 8u);
+}
+
+// A bf16 module is never flattened (cudnn.is_acceptable rejects bf16): each
+// call copies its weights into a new flat buffer, whose backward hands every
+// weight its view of one flat gradient (nothing cast back).
+TEST(RnnSchedule, Bf16WeightsAreCopiedAtEveryCallNotFlattened) {
+  GraphBuilder b = LstmModule(2, 16, 32, 64, false);
+  Infer(&b, 4);
+  PlanOptions o;
+  o.mode = Mode::kTrain;
+  o.precision = Precision::kBf16;
+  auto s = BuildSchedule(b.g, o);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const Schedule& sc = s.value();
+  EXPECT_TRUE(sc.flattened_rnn_weights.empty());
+  const ExecOp* copy = nullptr;
+  for (const ExecOp& op : sc.ops) {
+    if (op.op_type == "Cast" && op.in.size() == 8) copy = &op;
+  }
+  ASSERT_NE(copy, nullptr);
+  EXPECT_EQ(copy->grad_kind, GradKind::kAlias);
+  EXPECT_TRUE(sc.vals[copy->out[0]].param_copy);
+  EXPECT_EQ(sc.vals[copy->out[0]].bytes, 2 * sc.parameter_count);
+}
+
+// fp32: model.cuda() moves each weight, then flatten_parameters copies them
+// into one buffer and frees what they were moved into (cached, so reserved
+// keeps both).
+TEST(RnnPlan, Fp32WeightsAreFlattenedWhenLoaded) {
+  GraphBuilder b = LstmModule(1, 16, 32, 64, false);
+  Infer(&b, 4);
+  PlanOptions o;
+  o.mode = Mode::kInference;
+  o.keep_events = true;
+  auto plan = MakePlan(b.g, 4, o);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  // W [4H, I], R [4H, H] and the two biases, 4 bytes each: no one of
+  // them is that big, their flat copy is.
+  const int64_t weights = 4 * 4 * 64 * (32 + 64 + 2);
+  int64_t before = 0;
+  bool flat = false;
+  for (const MemEvent& e : plan->events) {
+    if (!e.is_alloc) continue;
+    if (e.bytes == weights) {
+      flat = true;
+      break;
+    }
+    before += e.bytes;
+  }
+  EXPECT_TRUE(flat);
+  EXPECT_GE(before, weights);  // each moved first
 }
 
 }  // namespace

@@ -1257,6 +1257,13 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
   // contiguous chunk of memory", RNN.cpp; the 22,548,480 B copy of a bf16
   // gru_seqfirst call in an H200 allocator trace).
   const bool bf16_copy = !amp && !weights.empty() && s_.vals[weights[0]].dtype == DType::kBFloat16;
+  if (!bf16_copy && !weights.empty()) {
+    std::vector<int> group;
+    for (int w : weights) {
+      if (s_.vals[w].is_param && s_.vals[w].base < 0 && !s_.quantized.count(w)) group.push_back(w);
+    }
+    if (group.size() == weights.size()) s_.flattened_rnn_weights.push_back(group);
+  }
   if (amp || bf16_copy) {
     const DType from = amp ? DType::kFloat : DType::kBFloat16;
     const DType to = amp ? half : DType::kBFloat16;
@@ -1270,8 +1277,12 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
     if (numel > 0) {
       const int flat = Synthetic(label + "/flat_weight:" + DTypeName(to), {numel}, to, {}, -1);
       s_.vals[flat].requires_grad = weights_grad;
+      s_.vals[flat].param_copy = bf16_copy;
       ExecOp cast;
       cast.label = amp ? "autocast(" + label + " weights)" : "flat copy(" + label + " weights)";
+      // The copy's backward hands each weight its view of the flat gradient
+      // (same dtype: nothing is cast back).
+      if (bf16_copy) cast.grad_kind = GradKind::kAlias;
       cast.op_type = op_names::kCast;
       cast.in = weights;
       cast.out = {flat};

@@ -30,6 +30,9 @@ struct Val {
   bool trainable_param = false;
   bool is_buffer = false;  ///< Non-trainable initializer or graph input.
   bool phantom = false;    ///< Never allocated (in-place stats, aux outputs).
+  /// A same-dtype flat copy of parameters (a bf16 nn.LSTM's weights): its
+  /// gradient is theirs, views of one buffer AccumulateGrad keeps as .grad.
+  bool param_copy = false;
   /// Op index until which a module call's argument list holds it; -1: none.
   int held_until = -1;
 };
@@ -102,6 +105,11 @@ struct Schedule {
   /// Quantized frozen weights (Val id -> storage): Val::bytes is the packed
   /// data; the state's tensors are loaded beside it.
   std::map<int, QuantizedWeight> quantized;
+  /// Per nn.LSTM / nn.GRU / nn.RNN module whose weights cuDNN accepts
+  /// (not bf16): its parameters' Val ids. Moving the module to the GPU
+  /// (RNNBase._apply) copies them into one flat buffer they then view, and
+  /// frees what they were moved into (flatten_parameters).
+  std::vector<std::vector<int>> flattened_rnn_weights;
   int attention_regions = 0;
   bool fp32_convs = false;  ///< Some convolution runs in fp32 (see Fp32ConvCopies).
   /// Some activation could run in place (then residual adds may too; see InPlace).

@@ -25,6 +25,28 @@ void Simulator::LoadModel() {
   order.insert(order.end(), s_.buffers.begin(), s_.buffers.end());
   std::sort(order.begin(), order.end());
   const bool cast = o_.precision == Precision::kBf16 || o_.precision == Precision::kFp16;
+  // flatten_parameters runs when a recurrent module has been moved (and
+  // again after model.half()): after its last parameter.
+  std::map<int, int> flatten_after;  // last parameter's Val -> group
+  for (size_t gi = 0; gi < s_.flattened_rnn_weights.size(); ++gi) {
+    const std::vector<int>& group = s_.flattened_rnn_weights[gi];
+    if (!group.empty()) flatten_after[*std::max_element(group.begin(), group.end())] = gi;
+  }
+  auto flatten = [&](int v) {
+    auto it = flatten_after.find(v);
+    if (it == flatten_after.end()) return;
+    const std::vector<int>& group = s_.flattened_rnn_weights[it->second];
+    int64_t total = 0;
+    for (int w : group) total = SatAdd(total, s_.vals[w].bytes);
+    const int flat = AllocNew(total, Category::kParameters);
+    storages[flat].param = param_index_[group.front()];
+    for (int w : group) {
+      const int old = storage_of_val_[w];
+      Ref(flat);
+      storage_of_val_[w] = flat;
+      Unref(old);
+    }
+  };
   Use(Mech(Mechanism::kParameters));
   for (int v : order) {
     auto q = s_.quantized.find(v);
@@ -43,6 +65,7 @@ void Simulator::LoadModel() {
     Ref(st);
     storage_of_val_[v] = st;
     storages[st].param = param_index_[v];
+    if (!cast) flatten(v);
   }
   if (cast) {
     Step(Phase::kForward, "model.half()");
@@ -55,6 +78,7 @@ void Simulator::LoadModel() {
       storage_of_val_[v] = st;
       storages[st].param = param_index_[v];
       Unref(old);
+      flatten(v);
     }
     // Training scripts empty the cache after the cast (the calibration
     // protocol does); inference ones rarely do.
@@ -274,7 +298,7 @@ void Simulator::WeightPassGrads(const ExecOp& op, std::vector<std::pair<int, int
   }
   if (weights.empty()) return;
   bool params = true;
-  for (int v : weights) params = params && s_.vals[v].is_param;
+  for (int v : weights) params = params && (s_.vals[v].is_param || s_.vals[v].param_copy);
   const Category cat = params ? Category::kGradients : Category::kTransients;
   if (op.flat_weight_grads) {
     const int st = AllocNew(total, cat);
