@@ -1257,7 +1257,7 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
   // contiguous chunk of memory", RNN.cpp; the 22,548,480 B copy of a bf16
   // gru_seqfirst call in an H200 allocator trace).
   const bool bf16_copy = !amp && !weights.empty() && s_.vals[weights[0]].dtype == DType::kBFloat16;
-  if (!bf16_copy && !weights.empty()) {
+  if (!weights.empty()) {
     std::vector<int> group;
     for (int w : weights) {
       if (s_.vals[w].is_param && s_.vals[w].base < 0 && !s_.quantized.count(w)) group.push_back(w);

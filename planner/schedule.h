@@ -105,10 +105,11 @@ struct Schedule {
   /// Quantized frozen weights (Val id -> storage): Val::bytes is the packed
   /// data; the state's tensors are loaded beside it.
   std::map<int, QuantizedWeight> quantized;
-  /// Per nn.LSTM / nn.GRU / nn.RNN module whose weights cuDNN accepts
-  /// (not bf16): its parameters' Val ids. Moving the module to the GPU
-  /// (RNNBase._apply) copies them into one flat buffer they then view, and
-  /// frees what they were moved into (flatten_parameters).
+  /// Per nn.LSTM / nn.GRU / nn.RNN module: its parameters' Val ids. Moving
+  /// the module to the GPU in fp32 (RNNBase._apply) copies them into one flat
+  /// buffer they then view, and frees what they were moved into
+  /// (flatten_parameters); again after model.half(), never after a cast to
+  /// bf16 (cudnn.is_acceptable rejects it).
   std::vector<std::vector<int>> flattened_rnn_weights;
   int attention_regions = 0;
   bool fp32_convs = false;  ///< Some convolution runs in fp32 (see Fp32ConvCopies).

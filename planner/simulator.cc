@@ -32,12 +32,12 @@ void Simulator::LoadModel() {
     const std::vector<int>& group = s_.flattened_rnn_weights[gi];
     if (!group.empty()) flatten_after[*std::max_element(group.begin(), group.end())] = gi;
   }
-  auto flatten = [&](int v) {
+  auto flatten = [&](int v, int64_t elem_scale) {
     auto it = flatten_after.find(v);
     if (it == flatten_after.end()) return;
     const std::vector<int>& group = s_.flattened_rnn_weights[it->second];
     int64_t total = 0;
-    for (int w : group) total = SatAdd(total, s_.vals[w].bytes);
+    for (int w : group) total = SatAdd(total, SatMulNonNeg(elem_scale, s_.vals[w].bytes));
     const int flat = AllocNew(total, Category::kParameters);
     storages[flat].param = param_index_[group.front()];
     for (int w : group) {
@@ -65,7 +65,7 @@ void Simulator::LoadModel() {
     Ref(st);
     storage_of_val_[v] = st;
     storages[st].param = param_index_[v];
-    if (!cast) flatten(v);
+    flatten(v, cast ? 2 : 1);  // in fp32, before any cast
   }
   if (cast) {
     Step(Phase::kForward, "model.half()");
@@ -78,7 +78,7 @@ void Simulator::LoadModel() {
       storage_of_val_[v] = st;
       storages[st].param = param_index_[v];
       Unref(old);
-      flatten(v);
+      if (o_.precision == Precision::kFp16) flatten(v, 1);
     }
     // Training scripts empty the cache after the cast (the calibration
     // protocol does); inference ones rarely do.
