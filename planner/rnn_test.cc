@@ -285,15 +285,20 @@ TEST(RnnPlan, ForwardAndBackwardPeaksOfOneCall) {
   EXPECT_EQ(plan.value().peak.phase_allocated[1], P + X + Y + reserve + P + ws_block + 512);
 }
 
-// Under autocast the call runs in bf16 on one flat bf16 copy of all its
-// weights, kept for backward.
-TEST(RnnSchedule, AutocastCastsTheWeightsIntoOneFlatCopy) {
+// The training schedule of a 2-layer LSTM module (batch 4) at `p`.
+Result<Schedule> TwoLayerLstmSchedule(Precision p) {
   GraphBuilder b = LstmModule(2, 16, 32, 64, false);
   Infer(&b, 4);
   PlanOptions o;
   o.mode = Mode::kTrain;
-  o.precision = Precision::kAmpBf16;
-  auto s = BuildSchedule(b.g, o);
+  o.precision = p;
+  return BuildSchedule(b.g, o);
+}
+
+// Under autocast the call runs in bf16 on one flat bf16 copy of all its
+// weights, kept for backward.
+TEST(RnnSchedule, AutocastCastsTheWeightsIntoOneFlatCopy) {
+  auto s = TwoLayerLstmSchedule(Precision::kAmpBf16);
   ASSERT_TRUE(s.ok()) << s.message();
   const Schedule& sc = s.value();
   int flat = -1;
@@ -316,12 +321,7 @@ TEST(RnnSchedule, AutocastCastsTheWeightsIntoOneFlatCopy) {
 // into a new flat buffer, whose backward hands every weight its view of one
 // flat gradient (nothing cast back).
 TEST(RnnSchedule, Bf16WeightsAreCopiedAtEveryCall) {
-  GraphBuilder b = LstmModule(2, 16, 32, 64, false);
-  Infer(&b, 4);
-  PlanOptions o;
-  o.mode = Mode::kTrain;
-  o.precision = Precision::kBf16;
-  auto s = BuildSchedule(b.g, o);
+  auto s = TwoLayerLstmSchedule(Precision::kBf16);
   ASSERT_TRUE(s.ok()) << s.message();
   const Schedule& sc = s.value();
   ASSERT_EQ(sc.flattened_rnn_weights.size(), 1u);
