@@ -8,6 +8,8 @@
 
 #include "planner/advisor.h"
 #include "planner/allocator_sim.h"
+#include "planner/finetune.h"
+#include "planner/params.h"
 #include "planner/plan_model.h"
 
 namespace memplan {
@@ -201,7 +203,14 @@ Result<std::vector<DtypeRow>> DtypeSummary(const Graph& graph, const ShapeBindin
     row.train_adam_allocated = adam->peak.allocated_bytes;
     rows.push_back(row);
   }
+  // A model without Linear weights besides its output layer has nothing to
+  // quantize: no such rows. Any other failure of those plans is an error.
+  bool quantizable = false;
+  for (const LinearLayer& l : FindLinearLayers(graph, ClassifyInitializers(graph))) {
+    quantizable = quantizable || !l.head;
+  }
   for (WeightFormat f : {WeightFormat::kInt8, WeightFormat::kNf4}) {
+    if (!quantizable) break;
     DtypeRow row;
     row.precision = Precision::kBf16;
     row.weights = f;
@@ -212,9 +221,7 @@ Result<std::vector<DtypeRow>> DtypeSummary(const Graph& graph, const ShapeBindin
     o.lora = LoraOptions();
     o.mode = Mode::kInference;
     auto inference = planner.PlanStep(bindings, o);
-    // A model without Linear weights (other than its output layer) has
-    // nothing to quantize: no such rows.
-    if (!inference.ok()) break;
+    if (!inference.ok()) return inference.status();
     row.weight_bytes = inference->parameter_bytes + inference->buffer_bytes;
     row.inference_bytes = inference->peak.device_bytes;
     row.inference_allocated = inference->peak.allocated_bytes;
