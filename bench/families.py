@@ -410,14 +410,27 @@ def measure(name, mode, batch, prec, trace=None):
     torch.manual_seed(0)
     if trace:
         torch.cuda.memory._record_memory_history(max_entries=3_000_000, stacks="python")
-    model = build().cuda()
+    # bf16 only: how the weights reach the GPU (memplan's --model-load):
+    # cast (the default: .cuda(), then .to(bfloat16) there), cast-empty-cache
+    # (the same, then torch.cuda.empty_cache()), direct (.to("cuda",
+    # bfloat16): a blocking copy converts on the CPU).
+    load = os.environ.get("FAMILIES_LOAD", "")
+    if prec == "bf16" and load == "direct":
+        model = build().to("cuda", torch.bfloat16)
+    else:
+        model = build().cuda()
     xs = inputs(batch, "cuda")
     if prec == "bf16":
-        model = model.to(torch.bfloat16)
+        if load != "direct":
+            model = model.to(torch.bfloat16)
+        if load == "cast-empty-cache":
+            torch.cuda.empty_cache()
         xs = tuple(x.to(torch.bfloat16) if x.is_floating_point() else x for x in xs)
     rec = dict(model=name, mode=mode, batch=batch, precision=prec,
                params=sum(p.numel() for p in model.parameters() if p.requires_grad),
                param_bytes=torch.cuda.memory_allocated())
+    if load and prec == "bf16":
+        rec["load"] = load
     total = torch.cuda.mem_get_info()[1]
     if mode == "infer":
         rec.update(infer_peaks(model, xs))
