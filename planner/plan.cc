@@ -100,7 +100,8 @@ Result<Plan> MakePlanFrom(const Graph& g, int64_t batch, const PlanOptions& opti
     if (!sched.ok()) return sched.status();
     for (InPlace ip : inplace) {
       o.inplace = ip;
-      auto plan = PlanSchedule(g, batch, o, *sched.value(), detail);
+      bool in_place_matters = true;
+      auto plan = PlanSchedule(g, batch, o, *sched.value(), detail, &in_place_matters);
       if (!plan.ok()) return plan;
       const Peak* peaks[3] = {&plan->peak, &plan->first_step, &plan->steady};
       const bool takes_timeline = !have || plan->peak.allocated_bytes > most[0].allocated_bytes;
@@ -134,8 +135,9 @@ Result<Plan> MakePlanFrom(const Graph& g, int64_t batch, const PlanOptions& opti
       }
       if (kept) keep = std::move(plan);
       have = true;
-      if (!sched.value()->inplace_activations)
-        break;  // nothing runs in place: one plan covers both
+      // Nothing runs in place, or nothing could when it was allowed (then the
+      // in-place step is this one, event for event): one plan covers both.
+      if (!sched.value()->inplace_activations || !in_place_matters) break;
     }
     if (!sched.value()->fp32_convs) break;  // no fp32 convolution: both kinds agree
   }

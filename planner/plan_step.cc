@@ -29,7 +29,7 @@ std::string ModuleOfOp(const Graph& g, const Schedule& s, const std::string& lab
 }  // namespace
 
 Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& options,
-                          const Schedule& s, PlanDetail detail) {
+                          const Schedule& s, PlanDetail detail, bool* in_place_matters) {
   if (options.mode == Mode::kTrain && s.logits < 0) {
     return Status::Error(g.source + ": the graph has no output to put a loss on");
   }
@@ -57,6 +57,7 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
   plan.context_bytes = options.context_bytes >= 0 ? options.context_bytes : kDefaultContextBytes;
   Simulator sim(s, options);
   sim.Run();
+  if (in_place_matters != nullptr) *in_place_matters = sim.in_place_matters;
   auto r = SimulateCachingAllocator(sim.events, options.allocator);
   if (!r.ok()) return Status::Error(g.source + ": cannot replay the allocations: " + r.message());
   const SimResult& res = r.value();

@@ -16,8 +16,11 @@ namespace memplan {
 
 /// Plans one step of schedule `s` of `g` (one variant of the options);
 /// kPeaks leaves the per-module peaks and the kernel shapes out.
+/// `in_place_matters` (may be null) is set to Simulator::in_place_matters:
+/// false when planning with the other options.inplace would give this plan.
 [[nodiscard]] Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& options,
-                                        const Schedule& s, PlanDetail detail = PlanDetail::kFull);
+                                        const Schedule& s, PlanDetail detail = PlanDetail::kFull,
+                                        bool* in_place_matters = nullptr);
 
 }  // namespace memplan
 

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "planner/ops/test_graph.h"
+#include "planner/plan_step.h"
+#include "planner/schedule.h"
 #include "planner/shape_inference.h"
 
 namespace memplan {
@@ -701,6 +703,57 @@ TEST(Plan, ActivationsArePlannedInPlaceAndNot) {
   const Plan reuse_off = PlanOf(ReluChain(true), 4096, o);
   o.inplace = InPlace::kOn;
   EXPECT_EQ(PlanOf(ReluChain(true), 4096, o).peak.allocated_bytes, reuse_off.peak.allocated_bytes);
+}
+
+// PlanSchedule says whether the in-place setting matters (MakePlan skips the
+// in-place variant when it does not): the Relu overwrites h only when nothing
+// reads h later, in inference and in training alike.
+TEST(Plan, InPlaceMattersOnlyWhereAnOpCanOverwriteItsInput) {
+  for (Mode m : {Mode::kInference, Mode::kTrain}) {
+    for (bool reuse : {false, true}) {
+      GraphBuilder b = ReluChain(reuse);
+      ShapeBindings bind;
+      bind.batch = 4096;
+      ASSERT_TRUE(InferShapes(&b.g, bind, nullptr).ok());
+      PlanOptions o = m == Mode::kTrain ? Train(Optimizer::kSgd) : Inference();
+      auto sched = BuildSchedule(b.g, o);
+      ASSERT_TRUE(sched.ok()) << sched.message();
+      bool matters[2] = {};
+      Plan plans[2];
+      const InPlace settings[2] = {InPlace::kOff, InPlace::kOn};
+      for (int k = 0; k < 2; ++k) {
+        o.inplace = settings[k];
+        auto p = PlanSchedule(b.g, 4096, o, sched.value(), PlanDetail::kFull, &matters[k]);
+        ASSERT_TRUE(p.ok()) << p.message();
+        plans[k] = p.value();
+      }
+      EXPECT_EQ(matters[0], !reuse) << "mode " << static_cast<int>(m);
+      EXPECT_EQ(matters[1], !reuse) << "mode " << static_cast<int>(m);
+      if (reuse) {
+        // Not in place either way: the same step, figure for figure.
+        const Peak* a[3] = {&plans[0].peak, &plans[0].first_step, &plans[0].steady};
+        const Peak* c[3] = {&plans[1].peak, &plans[1].first_step, &plans[1].steady};
+        for (int k = 0; k < 3; ++k) {
+          EXPECT_EQ(a[k]->allocated_bytes, c[k]->allocated_bytes);
+          EXPECT_EQ(a[k]->reserved_bytes, c[k]->reserved_bytes);
+          EXPECT_EQ(a[k]->node, c[k]->node);
+          for (int cat = 0; cat < kNumCategories; ++cat) {
+            EXPECT_EQ(a[k]->breakdown.bytes[cat], c[k]->breakdown.bytes[cat]);
+          }
+        }
+        ASSERT_EQ(plans[0].timeline.size(), plans[1].timeline.size());
+        for (size_t i = 0; i < plans[0].timeline.size(); ++i) {
+          EXPECT_EQ(plans[0].timeline[i].allocated, plans[1].timeline[i].allocated);
+          EXPECT_EQ(plans[0].timeline[i].reserved, plans[1].timeline[i].reserved);
+        }
+      } else {
+        // The forward pass peaks at the Relu: lower when it overwrites h.
+        const int fwd = static_cast<int>(Phase::kForward);
+        EXPECT_LT(plans[1].peak.phase_allocated[fwd], plans[0].peak.phase_allocated[fwd])
+            << "mode " << static_cast<int>(m);
+      }
+    }
+  }
 }
 
 // The MLP with its nodes inside modules "fc1", "act", "fc2" (as an exporter

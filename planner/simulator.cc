@@ -109,7 +109,9 @@ void Simulator::RunKernel(size_t i, bool grad_mode, bool input_dies_here, int ke
     Ref(AllocNew(op.process_state_bytes, Category::kWorkspaces));
   }
   const int temp = op.fwd_temp_bytes > 0 ? AllocNew(op.fwd_temp_bytes, Category::kTransients) : -1;
-  const int inplace = InPlaceStorage(op, input_dies_here);
+  int inplace = InPlaceStorage(op, input_dies_here);
+  if (inplace >= 0) in_place_matters = true;
+  if (o_.inplace != InPlace::kOn) inplace = -1;
   for (int v : op.out) {
     if (v < 0 || s_.vals[v].phantom) continue;
     const int r = root_[v];

@@ -134,6 +134,10 @@ class Simulator {
   // The rules that allocate (evidence.h), and whether the step used each.
   std::vector<RuleRef> rules;
   std::vector<bool> rule_used;
+  /// Whether some op ran in place, or (InPlace::kOff) would have run in place
+  /// had the options said kOn. False: the other setting of o.inplace
+  /// simulates this very step (InPlaceStorage is where they part).
+  bool in_place_matters = false;
 
   void Run();
 
@@ -267,10 +271,11 @@ class Simulator {
   void RunKernel(size_t i, bool grad_mode, bool input_dies_here, int keep_at);
   // References what `op` keeps for backward (new tensors allocated).
   void KeepSaved(const ExecOp& op, size_t i);
-  // The storage an in-place run of `op` writes into (its first input's, when
-  // the input dies with this op and nothing else holds it), else -1.
+  // The storage an in-place run of `op` would write into (its first input's,
+  // when the input dies with this op and nothing else holds it), else -1;
+  // whatever o_.inplace says.
   int InPlaceStorage(const ExecOp& op, bool input_dies_here) const {
-    if (o_.inplace != InPlace::kOn || !op.inplace_candidate || !input_dies_here) return -1;
+    if (!op.inplace_candidate || !input_dies_here) return -1;
     const int v = op.in[0];
     const Val& val = s_.vals[v];
     if (root_[v] != v || val.is_param || val.is_buffer || val.held_until > last_use_[v] ||
