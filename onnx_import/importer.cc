@@ -453,8 +453,11 @@ Status ReadModules(Importer* im, const onnx::NodeProto& np, const std::string& w
     }
     if (!strings.empty()) strings.pop_back();  // the op
     for (std::string& m : strings) {
-      if (!m.empty() && m.rfind("_empty_nn_module_stack", 0) != 0)
-        n->modules.push_back(std::move(m));
+      if (m.empty() || m.rfind("_empty_nn_module_stack", 0) == 0) continue;
+      // Module names reach the terminal, reports and advise's snippet as
+      // node names do: the same rules.
+      if (!im->NameFine(m)) return im->CheckName(m, where + ": module name");
+      n->modules.push_back(std::move(m));
     }
     found = true;
   }
@@ -575,6 +578,13 @@ bool ExpectedAttrType(const std::string& name, AttrType* type) {
 Status ReadAttribute(Importer* im, const onnx::AttributeProto& a, const std::string& where,
                      int depth, Attribute* out, Node* node) {
   using AP = onnx::AttributeProto;
+  // A reference to an attribute of the calling function: graphs hold none
+  // (local functions are refused), so its value would be read as absent.
+  if (!a.ref_attr_name().empty()) {
+    return im->Error(where + ": attribute '" + PrintableText(Clip(a.name(), 60)) +
+                     "' refers to a function attribute ('" +
+                     PrintableText(Clip(a.ref_attr_name(), 60)) + "') outside any function");
+  }
   AP::AttributeType type = a.type();
   if (type == AP::UNDEFINED) {  // IR < 2: guess from the field that is set.
     if (a.has_f())

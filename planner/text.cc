@@ -42,7 +42,14 @@ size_t Utf8Length(const std::string& s, size_t i, unsigned* code_point) {
   return n;
 }
 
-bool IsControl(unsigned cp) { return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f); }
+// C0, DEL and C1 controls, and the characters that reorder or break the text
+// around them on display: the bidi embeddings, overrides, isolates and marks
+// (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069: "Trojan Source") and
+// the Unicode line and paragraph separators (U+2028, U+2029).
+bool IsControl(unsigned cp) {
+  return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x61c || cp == 0x200e || cp == 0x200f ||
+         (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
 
 }  // namespace
 

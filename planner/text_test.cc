@@ -29,6 +29,18 @@ TEST(Text, ControlCharacters) {
                           "b"),
             "a\\x1b[2J\\xffb");
   EXPECT_EQ(PrintableText("caf\xc3\xa9"), "caf\xc3\xa9");
+  // Bidi overrides and isolates reorder the text on display.
+  EXPECT_TRUE(HasControlChar("relu\xe2\x80\xaegnp.exe"));  // U+202E
+  EXPECT_TRUE(
+      HasControlChar("a\xe2\x81\xa6"
+                     "b"));  // U+2066
+  EXPECT_TRUE(
+      HasControlChar("a\xe2\x80\xa8"
+                     "b"));  // U+2028
+  EXPECT_FALSE(
+      HasControlChar("a\xe2\x80\x94"
+                     "b"));  // an em dash is text
+  EXPECT_EQ(PrintableText("y\xe2\x80\xae"), "y\\xe2\\x80\\xae");
 }
 
 TEST(Text, ClipKeepsWholeCharacters) {
