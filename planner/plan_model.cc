@@ -9,9 +9,10 @@ namespace memplan {
 
 namespace {
 
-/// A key naming the bindings: batch and every dim (names cannot hold '\n').
+/// A key naming the bindings: batch, the symbol it binds (the bound graph
+/// records it) and every dim (names cannot hold '\n').
 std::string BindingsKey(const ShapeBindings& b) {
-  std::string key = std::to_string(b.batch);
+  std::string key = std::to_string(b.batch) + "\n@" + b.batch_dim;
   for (const auto& [name, value] : b.dims) key += "\n" + name + "=" + std::to_string(value);
   return key;
 }

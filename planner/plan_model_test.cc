@@ -227,5 +227,46 @@ TEST(CandidatePlanner, AFailedBindingLeavesNothingBehind) {
   }
 }
 
+// Two inputs, two symbols: x [a, 64] and z [b, 64], each through a MatMul.
+Graph TwoSymbols() {
+  GraphBuilder b;
+  b.Input("x", {S("a"), D(64)});
+  b.Input("z", {S("b"), D(64)});
+  b.Init("w", {64, 64});
+  b.Op("MatMul", {"x", "w"}, {"y"});
+  b.Op("MatMul", {"z", "w"}, {"v"});
+  b.Output("y");
+  b.Output("v");
+  b.g.Link();
+  return b.g;
+}
+
+// Bindings that differ only in --batch-dim name another batch symbol: the
+// planners keep a bound graph per binding, and must not hand the first
+// one's batch symbol to the second.
+TEST(Planners, BatchDimIsPartOfTheBinding) {
+  const Graph g = TwoSymbols();
+  PlanOptions base;
+  base.mode = Mode::kInference;
+  ShapeBindings on_a, on_b;
+  on_a.batch = on_b.batch = 4;
+  on_a.dims = on_b.dims = {{"a", 4}, {"b", 4}};
+  on_a.batch_dim = "a";
+  on_b.batch_dim = "b";
+  ModelPlanner model(g);
+  CandidatePlanner candidates(g, base);
+  for (const ShapeBindings* b : {&on_a, &on_b}) {
+    auto fresh = PlanModel(g, *b, base);
+    auto kept = model.PlanStep(*b, base);
+    auto candidate = candidates.PlanStep(*b, Precision::kFp32, {}, PlanDetail::kFull);
+    ASSERT_TRUE(fresh.ok() && kept.ok() && candidate.ok());
+    EXPECT_EQ(fresh->batch_symbol, b->batch_dim);
+    EXPECT_EQ(kept->batch_symbol, fresh->batch_symbol)
+        << "ModelPlanner, batch_dim " << b->batch_dim;
+    EXPECT_EQ(candidate->batch_symbol, fresh->batch_symbol)
+        << "CandidatePlanner, batch_dim " << b->batch_dim;
+  }
+}
+
 }  // namespace
 }  // namespace memplan
