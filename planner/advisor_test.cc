@@ -9,9 +9,7 @@
 namespace memplan {
 namespace {
 
-using testing_util::D;
-using testing_util::GraphBuilder;
-using testing_util::S;
+using testing_util::TwoLayerMlp;
 
 // A monotone, nonlinear memory curve: fits while 3 b^1.5 + 20 ln(b + 1) <= limit.
 FitFn Curve(int64_t limit, std::vector<int64_t>* asked) {
@@ -69,20 +67,6 @@ TEST(Advisor, BatchSearchEdges) {
   EXPECT_EQ(err.message(), "boom at 8");  // 1, 2, 4, 8
 }
 
-// x[B,256] -> MatMul W1[256,1024] -> Relu -> MatMul W2[1024,10] -> logits.
-Graph Mlp() {
-  GraphBuilder b;
-  b.Input("x", {S("batch"), D(256)});
-  b.Init("w1", {256, 1024});
-  b.Init("w2", {1024, 10});
-  b.Op("MatMul", {"x", "w1"}, {"h"}).scope = "layers.0";
-  b.Op("Relu", {"h"}, {"a"}).scope = "layers.0";
-  b.Op("MatMul", {"a", "w2"}, {"y"}).scope = "layers.1";
-  b.Output("y");
-  b.g.Link();
-  return b.g;
-}
-
 AdviseRequest Request(int64_t budget, double margin) {
   AdviseRequest r;
   r.precisions = {Precision::kFp32};
@@ -95,7 +79,7 @@ AdviseRequest Request(int64_t budget, double margin) {
 }
 
 TEST(Advisor, MarginIsHonouredAndTheBoundaryIsExact) {
-  const Graph g = Mlp();
+  const Graph g = TwoLayerMlp();
   for (double margin : {0.0, 0.05, 0.3}) {
     AdviseRequest r = Request(256LL << 20, margin);
     auto a = Advise(g, r);
@@ -123,7 +107,7 @@ TEST(Advisor, MarginIsHonouredAndTheBoundaryIsExact) {
 }
 
 TEST(Advisor, LargerMarginNeverGivesALargerBatch) {
-  const Graph g = Mlp();
+  const Graph g = TwoLayerMlp();
   int64_t prev = 1LL << 40;
   for (double margin : {0.0, 0.1, 0.2, 0.4}) {
     auto a = Advise(g, Request(256LL << 20, margin));
@@ -135,7 +119,7 @@ TEST(Advisor, LargerMarginNeverGivesALargerBatch) {
 }
 
 TEST(Advisor, NothingFitsIsNotAnError) {
-  auto a = Advise(Mlp(), Request(1 << 20, 0.05));
+  auto a = Advise(TwoLayerMlp(), Request(1 << 20, 0.05));
   ASSERT_TRUE(a.ok());
   EXPECT_TRUE(a->ranked.empty());
   ASSERT_EQ(a->failing.size(), 1u);
@@ -145,7 +129,7 @@ TEST(Advisor, NothingFitsIsNotAnError) {
 TEST(Advisor, GradientAccumulationReachesTheGlobalBatch) {
   AdviseRequest r = Request(256LL << 20, 0.05);
   r.global_batch = 100000;
-  auto a = Advise(Mlp(), r);
+  auto a = Advise(TwoLayerMlp(), r);
   ASSERT_TRUE(a.ok());
   const Candidate& c = a->ranked.front();
   EXPECT_GE(c.micro_batch * c.grad_accumulation_steps, 100000);
@@ -158,7 +142,7 @@ TEST(Advisor, ReportsEveryPlanItMakes) {
   AdviseRequest r = Request(256LL << 20, 0.05);
   std::vector<AdviseProgress> seen;
   r.on_plan = [&](const AdviseProgress& p) { seen.push_back(p); };
-  auto a = Advise(Mlp(), r);
+  auto a = Advise(TwoLayerMlp(), r);
   ASSERT_TRUE(a.ok()) << a.message();
   ASSERT_EQ(static_cast<int>(seen.size()), a->plans);
   bool planned_the_answer = false;
@@ -174,7 +158,7 @@ TEST(Advisor, DevicesWithoutBf16SkipIt) {
   AdviseRequest r = Request(256LL << 20, 0.05);
   r.precisions = {Precision::kAmpBf16, Precision::kFp32};
   r.device = *FindDevice("t4");
-  auto a = Advise(Mlp(), r);
+  auto a = Advise(TwoLayerMlp(), r);
   ASSERT_TRUE(a.ok());
   ASSERT_EQ(a->ranked.size(), 1u);
   EXPECT_EQ(a->ranked[0].precision, Precision::kFp32);

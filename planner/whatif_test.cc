@@ -12,6 +12,7 @@ namespace {
 using testing_util::D;
 using testing_util::GraphBuilder;
 using testing_util::S;
+using testing_util::TwoLayerMlp;
 
 TEST(WhatIf, RangesParse) {
   auto r = ParseDimRange("seq=512..8192:512");
@@ -42,22 +43,8 @@ TEST(WhatIf, BadRangesSayWhatIsWrong) {
   EXPECT_FALSE(ParseDimRange("=1..5").ok());
 }
 
-// x[B,256] -> MatMul W1[256,1024] -> Relu -> MatMul W2[1024,10] -> logits.
-Graph Mlp() {
-  GraphBuilder b;
-  b.Input("x", {S("batch"), D(256)});
-  b.Init("w1", {256, 1024});
-  b.Init("w2", {1024, 10});
-  b.Op("MatMul", {"x", "w1"}, {"h"}).scope = "layers.0";
-  b.Op("Relu", {"h"}, {"a"}).scope = "layers.0";
-  b.Op("MatMul", {"a", "w2"}, {"y"}).scope = "layers.1";
-  b.Output("y");
-  b.g.Link();
-  return b.g;
-}
-
 TEST(WhatIf, SweepPointsArePlansAndTheLargestFitIsTheBoundary) {
-  const Graph g = Mlp();
+  const Graph g = TwoLayerMlp();
   PlanOptions o;
   o.mode = Mode::kTrain;
   FitBudget budget{256LL << 20, 0.05, 0};
@@ -105,12 +92,13 @@ TEST(WhatIf, SweepWithoutBudgetAndAnUnknownDim) {
   auto range = ParseDimRange("seq=1..4");
   ASSERT_TRUE(range.ok());
   PlanOptions o;
-  auto bad = Sweep(Mlp(), ShapeBindings(), range.value(), {Precision::kFp32}, o, FitBudget{});
+  auto bad =
+      Sweep(TwoLayerMlp(), ShapeBindings(), range.value(), {Precision::kFp32}, o, FitBudget{});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.message().find("seq=1: "), std::string::npos) << bad.message();
   auto b = ParseDimRange("batch=1..4");
   ASSERT_TRUE(b.ok());
-  auto ok = Sweep(Mlp(), ShapeBindings(), b.value(), {Precision::kFp32}, o, FitBudget{});
+  auto ok = Sweep(TwoLayerMlp(), ShapeBindings(), b.value(), {Precision::kFp32}, o, FitBudget{});
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok.value()[0].largest_fitting, -1);
   EXPECT_FALSE(ok.value()[0].points[0].fits);
@@ -142,7 +130,7 @@ TEST(WhatIf, SweepsADimOtherThanTheBatch) {
 TEST(WhatIf, DtypeSummaryOrdersTheColumns) {
   ShapeBindings b;
   b.batch = 64;
-  auto rows = DtypeSummary(Mlp(), b, PlanOptions());
+  auto rows = DtypeSummary(TwoLayerMlp(), b, PlanOptions());
   ASSERT_TRUE(rows.ok()) << rows.message();
   ASSERT_EQ(rows->size(), 5u);
   const int64_t params = (256 * 1024 + 1024 * 10) * 4;

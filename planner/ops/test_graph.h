@@ -1,7 +1,7 @@
 #ifndef MEMPLAN_PLANNER_OPS_TEST_GRAPH_H_
 #define MEMPLAN_PLANNER_OPS_TEST_GRAPH_H_
 
-// Test-only helper: builds small Graphs by hand for shape-inference tests.
+// Test-only helpers: build small Graphs by hand for the planner's tests.
 
 #include <string>
 #include <utility>
@@ -130,6 +130,22 @@ inline Attribute TensorAttr(DType dt, std::vector<int64_t> dims, std::vector<int
   a.t_values = std::move(values);
   a.t_fvalues = std::move(fvalues);
   return a;
+}
+
+/// x[batch,256] -> MatMul W1[256,1024] -> Relu -> MatMul W2[1024,10] -> y,
+/// in modules layers.0 and layers.1: the small training graph that the
+/// advisor and what-if tests plan at many batches.
+inline Graph TwoLayerMlp() {
+  GraphBuilder b;
+  b.Input("x", {S("batch"), D(256)});
+  b.Init("w1", {256, 1024});
+  b.Init("w2", {1024, 10});
+  b.Op("MatMul", {"x", "w1"}, {"h"}).scope = "layers.0";
+  b.Op("Relu", {"h"}, {"a"}).scope = "layers.0";
+  b.Op("MatMul", {"a", "w2"}, {"y"}).scope = "layers.1";
+  b.Output("y");
+  b.g.Link();
+  return b.g;
 }
 
 }  // namespace testing_util
