@@ -561,6 +561,7 @@ int RunAdvise(const AdviseArgs& args) {
   }
   r.global_batch = args.global_batch;
   if (args.max_batch < 1) return Fail("--max-batch must be positive");
+  if (args.alternatives < 0) return Fail("--alternatives must be 0 or more");
   r.max_batch = std::min<int64_t>(args.max_batch, 65536);
   ModelFlags mf;
   mf.model = args.model;

@@ -91,7 +91,9 @@ Result<std::vector<CheckSpec>> SpecsOf(const CheckArgs& a, std::string* metric_n
     if (!a.trace.empty()) {
       return Status::Error("--trace: needs a MODEL on the command line, not --config");
     }
-    return loaded.value();
+    std::vector<CheckSpec> specs = std::move(loaded.value());
+    for (CheckSpec& s : specs) s.plan_flags.no_warn = a.plan.no_warn;  // output, not the plan
+    return specs;
   }
   if (a.model.model.empty()) {
     return Status::Error("check needs MODEL or --config FILE");
@@ -207,7 +209,7 @@ int RunCheck(const CheckArgs& a) {
   }
 
   // No output may replace an input.
-  std::vector<std::string> inputs = {a.config, a.baseline};
+  std::vector<std::string> inputs = {a.config, a.baseline, a.trace};
   for (const CheckSpec& s : specs) {
     inputs.push_back(s.model_path);
   }
@@ -215,11 +217,9 @@ int RunCheck(const CheckArgs& a) {
   if (!a.timeline.empty()) {
     outputs.push_back(a.timeline);
   }
-  for (const std::string& out : outputs) {
-    Status s = CheckOutputIsNotInput(out, inputs);
-    if (!s.ok()) {
-      return Bad(s.message());
-    }
+  Status outputs_ok = CheckOutputs(outputs, inputs);
+  if (!outputs_ok.ok()) {
+    return Bad(outputs_ok.message());
   }
 
   // Plan each configuration (each model imported once).
@@ -348,7 +348,8 @@ void AddCheckCommand(CLI::App* app, CliState* state) {
   cmd->add_option("--batch,-b", args->model.batch,
                   "Binds the batch symbol (the input symbol called 'batch', else dim 0 of the "
                   "first input)")
-      ->default_str("");
+      ->default_str("")
+      ->each([a = args.get()](const std::string&) { a->model.batch_given = true; });
   cmd->add_option("--batch-dim", args->model.batch_dim, "Names the symbol --batch binds");
   cmd->add_option("--dim", args->model.dims, "Binds a symbolic dim: NAME=VALUE (repeatable)");
   AddPlanFlags(cmd, &args->plan, true);

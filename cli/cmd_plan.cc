@@ -60,20 +60,16 @@ int RunPlan(const PlanArgs& a) {
       return Fail(
           "--allocator-advice: works with --format table or json (and such --report files)");
   }
-  if (!a.timeline.empty()) {
-    Status s = CheckOutputIsNotInput(a.timeline, {a.model.model, a.compare});
-    if (!s.ok()) {
-      return Fail(s.message());
-    }
-  }
   std::vector<std::string> formats;
   for (const std::string& r : a.reports) {
     auto f = FormatOfPath(r);
     if (!f.ok()) return Fail(f.message());
-    Status not_input = CheckOutputIsNotInput(r, {a.model.model, a.compare});
-    if (!not_input.ok()) return Fail(not_input.message());
     formats.push_back(f.value());
   }
+  std::vector<std::string> outputs = a.reports;
+  outputs.push_back(a.timeline);
+  Status outputs_ok = CheckOutputs(outputs, {a.model.model, a.compare});
+  if (!outputs_ok.ok()) return Fail(outputs_ok.message());
   const auto t0 = std::chrono::steady_clock::now();
   auto plan = PlanFromFlags(a.model, a.plan, false);
   if (!plan.ok()) {
@@ -138,8 +134,7 @@ void AddPlanCommand(CLI::App* app, CliState* state) {
                   "A recorded run (memplan_torch trace JSON): plan and run side by side per "
                   "step, phase and module; --timeline draws both");
   cmd->add_option("--compare-rows", args->compare_rows,
-                  "Module rows --compare prints, largest differences first (0: all)")
-      ->check(CLI::NonNegativeNumber);
+                  "Module rows --compare prints, largest differences first (0: all)");
   cmd->add_option("--report", args->reports,
                   "Also writes the plan to FILE, in the format of its extension (.json, .md, "
                   ".xml = junit, .html, .txt = table; repeatable)");

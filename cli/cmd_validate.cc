@@ -126,13 +126,14 @@ int RunValidate(const ValidateArgs& a) {
   if (!tolerance.ok()) {
     return Fail(tolerance.message());
   }
-  if (!GpuSupportBuilt()) {
-    std::cerr << "memplan: error: " << kNoCudaBuildMessage << "\n";
-    return kExitGpu;
-  }
+  // Bad input is exit 2 on any build: the model is read before the GPU part.
   auto plan = PlanFromFlags(a.model, a.plan, true);
   if (!plan.ok()) {
     return Fail(plan.message());
+  }
+  if (!GpuSupportBuilt()) {
+    std::cerr << "memplan: error: " << kNoCudaBuildMessage << "\n";
+    return kExitGpu;
   }
   PrintWarnings(plan->warnings);
 
@@ -174,12 +175,12 @@ void AddValidateCommand(CLI::App* app, CliState* state) {
   AddModelFlags(cmd, &args->model);
   AddPlanFlags(cmd, &args->plan, true);
   AddFormatFlag(cmd, &args->format, {"table", "json"});
-  cmd->add_option("--device", args->device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", args->device, "CUDA device index")->type_name("INT:NONNEGATIVE");
   cmd->add_option("--margin", args->margin, "Device memory kept free at every cudaMalloc");
   cmd->add_option("--tolerance", args->tolerance,
                   "Largest difference from the prediction, in percent (default 5)");
   cmd->add_option("--max-kernels", args->max_kernels, "Distinct kernel shapes run at most")
-      ->check(CLI::NonNegativeNumber);
+      ->type_name("INT:NONNEGATIVE");
   cmd->callback([args, state] { state->exit_code = RunValidate(*args); });
 }
 

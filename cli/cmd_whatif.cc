@@ -18,6 +18,13 @@
 namespace memplan {
 namespace {
 
+// `message` without its leading "MODEL: ": the planner's messages name the
+// file, and the callers here put it in front themselves (or leave it out).
+std::string WithoutModelPrefix(const std::string& message, const std::string& model) {
+  const std::string prefix = model + ": ";
+  return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
+}
+
 std::string Fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
@@ -196,7 +203,7 @@ int RunSweep(const SweepArgs& a) {
     } else {
       return Fail("--plot '" + p + "': the file must end in .svg or .html");
     }
-    Status s = CheckOutputIsNotInput(p, {file});
+    Status s = CheckOutputs({p}, {file});
     if (!s.ok()) return Fail(s.message());
   }
   auto precisions = ParsePrecisionList(a.precision);
@@ -474,8 +481,7 @@ int RunEstimate(const EstimateArgs& a) {
   if (!g.ok()) return Fail(g.message());
   auto rows = DtypeSummary(g.value(), bindings.value(), options.value());
   if (!rows.ok()) {
-    const std::string& m = rows.message();
-    return Fail(m.rfind(a.model.model + ":", 0) == 0 ? m : a.model.model + ": " + m);
+    return Fail(a.model.model + ": " + WithoutModelPrefix(rows.message(), a.model.model));
   }
   std::string batch_symbol;
   auto resolved = ResolveBindings(g.value(), bindings.value(), &batch_symbol);
@@ -551,9 +557,8 @@ int RunEstimate(const EstimateArgs& a) {
     foot.push_back("* training is LoRA r=" + std::to_string(lora.r > 0 ? lora.r : 16) + " on " +
                    targets + ", the quantized base frozen (QLoRA)");
     if (!absent.empty()) {
-      const std::string prefix = a.model.model + ": ";
-      if (absent.rfind(prefix, 0) == 0) absent = absent.substr(prefix.size());
-      foot.push_back("- not planned: " + absent + "; name the projections with --lora targets=");
+      foot.push_back("- not planned: " + WithoutModelPrefix(absent, a.model.model) +
+                     "; name the projections with --lora targets=");
     }
   } else {
     foot.push_back("no int8 / nf4 rows: the model has no Linear weight besides its output layer");

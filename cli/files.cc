@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <set>
 
 #include "planner/text.h"
 
@@ -100,8 +102,29 @@ Result<nlohmann::json> ParseJsonDocument(const std::string& text, const std::str
       --depth;
     }
   }
+  // Duplicate keys: the parser would keep the last silently.
+  std::vector<std::set<std::string>> keys;  // Per open object.
+  std::string duplicate;
+  const nlohmann::json::parser_callback_t on_event = [&](int, nlohmann::json::parse_event_t event,
+                                                         nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start) {
+      keys.emplace_back();
+    } else if (event == E::object_end) {
+      if (!keys.empty()) keys.pop_back();
+    } else if (event == E::key && !keys.empty() && duplicate.empty() &&
+               !keys.back().insert(parsed.get<std::string>()).second) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
   try {
-    return nlohmann::json::parse(text);
+    nlohmann::json doc = nlohmann::json::parse(text, on_event);
+    if (!duplicate.empty()) {
+      return Status::Error(path + ": invalid JSON: the key '" + PrintableText(Clip(duplicate, 60)) +
+                           "' appears twice in one object");
+    }
+    return doc;
   } catch (const nlohmann::json::parse_error& e) {
     std::string what = e.what();
     const size_t colon = what.rfind(": ");
@@ -173,6 +196,33 @@ Status CheckOutputIsNotInput(const std::string& output, const std::vector<std::s
       return Status::Error(output + ": this output is the input " + in +
                            "; writing it would destroy the input");
     }
+  }
+  return Status();
+}
+
+Status CheckOutputs(const std::vector<std::string>& outputs,
+                    const std::vector<std::string>& inputs) {
+  std::vector<std::pair<std::string, std::string>> seen;  // Outputs so far: normalised, given.
+  for (const std::string& out : outputs) {
+    if (out.empty()) continue;
+    Status s = CheckOutputIsNotInput(out, inputs);
+    if (!s.ok()) return s;
+    struct stat st;
+    if (::stat(out.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode)) {
+      return Status::Error(out + ": cannot write: it is " + KindOf(st.st_mode));
+    }
+    // A device (/dev/null) may take several outputs.
+    if (::stat(out.c_str(), &st) == 0 && S_ISCHR(st.st_mode)) continue;
+    std::error_code ec;
+    const std::string norm =
+        std::filesystem::weakly_canonical(std::filesystem::absolute(out, ec), ec).string();
+    for (const auto& [earlier_norm, earlier] : seen) {
+      if (earlier_norm == norm || !CheckOutputIsNotInput(out, {earlier}).ok()) {
+        return Status::Error(out + ": named twice as an output (also '" + earlier +
+                             "'): one would replace the other");
+      }
+    }
+    seen.emplace_back(norm, out);
   }
   return Status();
 }

@@ -22,6 +22,13 @@ namespace memplan {
 [[nodiscard]] Status CheckOutputIsNotInput(const std::string& output,
                                            const std::vector<std::string>& inputs);
 
+/// Checks the outputs of one run before anything is planned: none names an
+/// input (CheckOutputIsNotInput), none is an existing FIFO, socket or
+/// directory, and no two name the same file (the second would silently
+/// replace the first).
+[[nodiscard]] Status CheckOutputs(const std::vector<std::string>& outputs,
+                                  const std::vector<std::string>& inputs);
+
 /// Writes `text` to `path` atomically: a temporary file in the same folder,
 /// then rename, so a failed run never leaves a half-written file. A
 /// character device (/dev/null, /dev/stdout) is written directly; a FIFO,

@@ -82,5 +82,33 @@ TEST(Files, JsonDepthNulAndTrailingGarbage) {
   EXPECT_TRUE(ParseJsonDocument("{\"s\": \"" + std::string(1000, '[') + "\"}", "b.json").ok());
 }
 
+TEST(Files, JsonDuplicateKeysAreRefused) {
+  EXPECT_EQ(ParseJsonDocument("{\"a\": 1, \"b\": {\"a\": 2}}", "b.json").ok(), true);
+  EXPECT_EQ(ParseJsonDocument("{\"checks\": [{\"batch\": 2, \"batch\": 64}]}", "b.json").message(),
+            "b.json: invalid JSON: the key 'batch' appears twice in one object");
+  EXPECT_FALSE(ParseJsonDocument("{\"checks\": [], \"checks\": []}", "b.json").ok());
+}
+
+TEST(Files, OutputsAreCheckedBeforeAnyPlan) {
+  const std::string dir = ScratchDir();
+  ASSERT_FALSE(dir.empty());
+  const std::string model = dir + "/m.onnx";
+  ASSERT_TRUE(WriteFileAtomically(model, "model bytes").ok());
+  ASSERT_EQ(::mkdir((dir + "/d.json").c_str(), 0755), 0);
+  EXPECT_TRUE(CheckOutputs({dir + "/a.json", dir + "/a.svg", ""}, {model}).ok());
+  // Two names of one file: the same path, ./ and a hard link.
+  EXPECT_FALSE(CheckOutputs({dir + "/a.json", dir + "/./a.json"}, {model}).ok());
+  ASSERT_TRUE(WriteFileAtomically(dir + "/a.json", "{}").ok());
+  ASSERT_EQ(::link((dir + "/a.json").c_str(), (dir + "/b.json").c_str()), 0);
+  EXPECT_EQ(CheckOutputs({dir + "/a.json", dir + "/b.json"}, {model}).message(),
+            dir + "/b.json: named twice as an output (also '" + dir +
+                "/a.json'): one would replace the other");
+  EXPECT_EQ(CheckOutputs({dir + "/d.json"}, {model}).message(),
+            dir + "/d.json: cannot write: it is a directory");
+  EXPECT_FALSE(CheckOutputs({model}, {model}).ok());
+  EXPECT_TRUE(CheckOutputs({"/dev/null", "/dev/null"}, {model}).ok());
+  EXPECT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
+}
+
 }  // namespace
 }  // namespace memplan

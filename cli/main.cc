@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/files.h"
+#include "cli/options.h"
 #include "gpu_probe/gpu_probe.h"
 #include "planner/text.h"
 
@@ -47,13 +48,14 @@ std::string Usage(const CLI::App* cmd) {
          "' lists its options";
 }
 
-// One `memplan: error:` line, a suggestion when one is close, and the usage.
+// One `memplan: error:` line: the message, the closest flag when one is
+// close, and the usage.
 int ParseFailure(const CLI::App& app, const CLI::ParseError& e,
                  const std::vector<std::string>& args) {
   const CLI::App* cmd = nullptr;
   for (const CLI::App* sub : app.get_subcommands()) cmd = sub;
-  std::string what = e.what();
-  std::cerr << "memplan: error: " << (cmd ? cmd->get_name() + ": " : "") << what << "\n";
+  std::string line = "memplan: error: " + (cmd ? cmd->get_name() + ": " : "") +
+                     memplan::PrintableText(memplan::Clip(e.what(), 400));
   if (cmd != nullptr) {
     const std::vector<std::string> flags = FlagNames(*cmd);
     for (const std::string& a : args) {
@@ -63,10 +65,10 @@ int ParseFailure(const CLI::App& app, const CLI::ParseError& e,
       for (const std::string& f : flags) known |= f == flag;
       if (known) continue;
       const std::string near = Closest(flag, flags);
-      if (!near.empty()) std::cerr << "did you mean " << near << "?\n";
+      if (!near.empty()) line += " (did you mean " + near + "?)";
     }
   }
-  std::cerr << Usage(cmd) << "\n";
+  std::cerr << line << "; " << Usage(cmd) << "\n";
   return memplan::kExitBadInput;
 }
 
@@ -102,6 +104,7 @@ int main(int argc, char** argv) {
   memplan::AddSweepCommand(&app, &state);
   memplan::AddCompareCommand(&app, &state);
   memplan::AddEstimateCommand(&app, &state);
+  memplan::CheckNumberFlags(&app);
   app.footer("'memplan help COMMAND' (or 'memplan COMMAND --help') lists a command's options.");
 
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -123,9 +126,10 @@ int main(int argc, char** argv) {
       }
     }
     const std::string near = Closest(args[1], CommandNames(app));
-    std::cerr << "memplan: error: help: unknown command '" << args[1] << "'"
-              << (near.empty() ? "" : " (did you mean '" + near + "'?)") << "\n"
-              << Usage(nullptr) << "\n";
+    std::cerr << "memplan: error: help: unknown command '"
+              << memplan::PrintableText(memplan::Clip(args[1], 60)) << "'"
+              << (near.empty() ? "" : " (did you mean '" + near + "'?)") << "; " << Usage(nullptr)
+              << "\n";
     return memplan::kExitBadInput;
   }
   // An unknown command, named as such (not "A subcommand is required").
@@ -135,9 +139,10 @@ int main(int argc, char** argv) {
     for (const std::string& n : names) known |= n == args[0];
     if (!known) {
       const std::string near = Closest(args[0], names);
-      std::cerr << "memplan: error: unknown command '" << args[0] << "'"
-                << (near.empty() ? "" : " (did you mean '" + near + "'?)") << "\n"
-                << Usage(nullptr) << "\n";
+      std::cerr << "memplan: error: unknown command '"
+                << memplan::PrintableText(memplan::Clip(args[0], 60)) << "'"
+                << (near.empty() ? "" : " (did you mean '" + near + "'?)") << "; " << Usage(nullptr)
+                << "\n";
       return memplan::kExitBadInput;
     }
   }
@@ -158,5 +163,6 @@ int main(int argc, char** argv) {
     std::cerr << "memplan: error: " << memplan::Status::Error(e.what()).message() << "\n";
     return memplan::kExitBadInput;
   }
+  memplan::FlushWarnings(state.exit_code);
   return state.exit_code;
 }

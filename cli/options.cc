@@ -1,6 +1,8 @@
 #include "cli/options.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -15,15 +17,81 @@
 #include "planner/finetune.h"
 #include "planner/loss_target.h"
 #include "planner/plan_model.h"
+#include "planner/text.h"
 
 namespace memplan {
+
+std::string IntegerFlagProblem(const std::string& text, bool non_negative) {
+  const size_t first = text.find_first_not_of(' ');
+  const size_t last = text.find_last_not_of(' ');
+  const std::string t = first == std::string::npos ? "" : text.substr(first, last - first + 1);
+  const std::string shown = "'" + PrintableText(Clip(t, 40)) + "'";
+  size_t i = (!t.empty() && (t[0] == '+' || t[0] == '-')) ? 1 : 0;
+  const std::string digits = t.substr(i);
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) {
+    return shown + " is not a decimal integer";
+  }
+  if (digits.size() > 1 && digits[0] == '0') {
+    return shown + " has a leading zero (read as octal elsewhere): write it without";
+  }
+  if (t[0] == '-' && digits != "0" && non_negative) return shown + " must not be negative";
+  if (digits.size() > 19 || (digits.size() == 19 && digits > "9223372036854775807")) {
+    return shown + " is out of range (at most 9223372036854775807)";
+  }
+  return "";
+}
+
+std::string NumberFlagProblem(const std::string& text) {
+  const std::string shown = "'" + PrintableText(Clip(text, 40)) + "'";
+  // [+-] digits [. digits] [e [+-] digits], or [+-] . digits ...
+  size_t i = 0;
+  const size_t n = text.size();
+  auto digits = [&]() {
+    const size_t from = i;
+    while (i < n && text[i] >= '0' && text[i] <= '9') ++i;
+    return i - from;
+  };
+  if (i < n && (text[i] == '+' || text[i] == '-')) ++i;
+  size_t mantissa = digits();
+  if (i < n && text[i] == '.') {
+    ++i;
+    mantissa += digits();
+  }
+  bool ok = mantissa > 0;
+  if (ok && i < n && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    if (i < n && (text[i] == '+' || text[i] == '-')) ++i;
+    ok = digits() > 0;
+  }
+  if (!ok || i != n) return shown + " is not a decimal number";
+  const double v = std::strtod(text.c_str(), nullptr);
+  if (!std::isfinite(v)) return shown + " is out of range";
+  return "";
+}
+
+void CheckNumberFlags(CLI::App* app) {
+  for (CLI::App* sub : app->get_subcommands([](const CLI::App*) { return true; })) {
+    for (CLI::Option* o : sub->get_options()) {
+      const std::string type = o->get_type_name();
+      const bool uint = type.rfind("UINT", 0) == 0;
+      const bool non_negative = uint || type.find("NONNEGATIVE") != std::string::npos;
+      if (uint || type.rfind("INT", 0) == 0) {
+        o->check(CLI::Validator(
+            [non_negative](std::string& v) { return IntegerFlagProblem(v, non_negative); }, ""));
+      } else if (type.rfind("FLOAT", 0) == 0) {
+        o->check(CLI::Validator([](std::string& v) { return NumberFlagProblem(v); }, ""));
+      }
+    }
+  }
+}
 
 void AddModelFlags(CLI::App* cmd, ModelFlags* f) {
   cmd->add_option("model", f->model, "ONNX model file")->required();
   cmd->add_option("--batch,-b", f->batch,
                   "Binds the batch symbol (the input symbol called 'batch', else dim 0 of the "
                   "first input)")
-      ->default_str("");
+      ->default_str("")
+      ->each([f](const std::string&) { f->batch_given = true; });
   cmd->add_option("--batch-dim", f->batch_dim, "Names the symbol --batch binds");
   cmd->add_option("--dim", f->dims, "Binds a symbolic dim: NAME=VALUE (repeatable)");
 }
@@ -50,6 +118,10 @@ void AddSharedPlanFlags(CLI::App* cmd, PlanFlags* f) {
       ->each([f](const std::string&) { f->loss_given = true; });
   cmd->add_option("--allocator", f->allocator, "default or expandable (expandable_segments)")
       ->check(Allowed<AllocatorKind>());
+  cmd->add_option("--no-warn", f->no_warn,
+                  "Leaves out a class of warnings: export-mode (how the model was exported, e.g. "
+                  "'cannot tell whether ... train mode')")
+      ->check(CLI::IsMember({"export-mode"}));
   cmd->add_option("--freeze", f->freeze,
                   "Parameters kept frozen: module paths (or dotted suffixes) or regexes searched "
                   "in parameter names (repeatable, or comma-separated)")
@@ -110,7 +182,7 @@ void AddFormatFlag(CLI::App* cmd, std::string* format, const std::vector<std::st
 
 Result<ShapeBindings> ToBindings(const ModelFlags& f) {
   ShapeBindings b;
-  if (f.batch != -1) {
+  if (f.batch != -1 || f.batch_given) {
     if (f.batch <= 0) return Status::Error(f.model + ": --batch must be a positive integer");
     b.batch = f.batch;
   }
@@ -168,6 +240,10 @@ Result<PlanOptions> ToPlanOptions(const PlanFlags& f) {
     auto r = ParseSize(f.reserve);
     if (!r.ok()) return Status::Error("--reserve: " + r.message());
     o.context_bytes = r.value();
+  }
+  // Checkpointing recomputes in backward: an inference pass has none.
+  if (o.mode == Mode::kInference && !f.checkpoint.empty()) {
+    return Status::Error("--checkpoint: recomputation happens in backward; it needs --mode train");
   }
   o.checkpoint_segments = f.checkpoint;
   o.dist.world_size = f.world_size;
@@ -275,7 +351,10 @@ Result<Graph> LoadGraph(const std::string& path) {
 std::vector<std::string> ModelWarnings(const Graph& g, const PlanFlags& f, Mode mode) {
   std::vector<std::string> out;
   if (mode != Mode::kTrain) return out;
-  const std::string exported = ExportModeWarning(g.source, DetectExportMode(g));
+  const bool export_mode_silenced =
+      std::find(f.no_warn.begin(), f.no_warn.end(), "export-mode") != f.no_warn.end();
+  const std::string exported =
+      export_mode_silenced ? "" : ExportModeWarning(g.source, DetectExportMode(g));
   if (!exported.empty()) out.push_back(exported);
   if (!f.loss_given && f.loss == EnumName(Loss::kCrossEntropy)) {
     const std::string why = NotClassLogits(g);
@@ -303,8 +382,24 @@ Result<Plan> PlanFromFlags(const ModelFlags& m, const PlanFlags& p, bool keep_ev
   return plan;
 }
 
+namespace {
+
+std::vector<std::string>& QueuedWarnings() {
+  static std::vector<std::string> queued;
+  return queued;
+}
+
+}  // namespace
+
 void PrintWarnings(const std::vector<std::string>& warnings) {
-  for (const std::string& w : warnings) std::cerr << "warning: " << w << "\n";
+  QueuedWarnings().insert(QueuedWarnings().end(), warnings.begin(), warnings.end());
+}
+
+void FlushWarnings(int exit_code) {
+  if (exit_code != kExitBadInput) {
+    for (const std::string& w : QueuedWarnings()) std::cerr << "warning: " << w << "\n";
+  }
+  QueuedWarnings().clear();
 }
 
 int Fail(const std::string& message) {

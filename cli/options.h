@@ -19,6 +19,7 @@ namespace memplan {
 struct ModelFlags {
   std::string model;
   int64_t batch = -1;
+  bool batch_given = false;       ///< --batch was given (-1 is no binding only by default).
   std::string batch_dim;          ///< --batch-dim: the symbol --batch binds.
   std::vector<std::string> dims;  ///< NAME=VALUE
 };
@@ -43,7 +44,18 @@ struct PlanFlags {
   std::vector<std::string> train_only;  ///< The same; everything else is frozen.
   std::string lora;                     ///< "r=16,alpha=32,dropout=0.05,targets=q_proj,v_proj"
   std::string weights = "native";       ///< Frozen Linear weights: native, int8, nf4, int4, fp8.
+  std::vector<std::string> no_warn;     ///< --no-warn: warning classes left out ("export-mode").
 };
+
+/// A number flag's text as memplan reads it: decimal only (CLI11 alone reads
+/// "010" as octal 8 and "0x10" as 16), within int64, finite. The message
+/// ("" when fine) names what is wrong with `text`.
+[[nodiscard]] std::string IntegerFlagProblem(const std::string& text, bool non_negative);
+[[nodiscard]] std::string NumberFlagProblem(const std::string& text);
+/// Puts those checks on every integer and number option of `app`'s
+/// subcommands (before CLI11 converts the text); an option whose type says
+/// NONNEGATIVE or UINT refuses a minus sign.
+void CheckNumberFlags(CLI::App* app);
 
 /// Adds MODEL, --batch and --dim to `cmd`.
 void AddModelFlags(CLI::App* cmd, ModelFlags* f);
@@ -101,13 +113,18 @@ Result<Graph> LoadGraph(const std::string& path);
 Result<Plan> PlanFromFlags(const ModelFlags& m, const PlanFlags& p, bool keep_events);
 
 /// What no plan shows about the model and the flags: how it was exported
-/// (DetectExportMode, for a training step) and the default loss put on an
-/// output that does not look like class logits (NotClassLogits, unless --loss
-/// was given). `mode` is the step planned.
+/// (DetectExportMode, for a training step; not with --no-warn export-mode)
+/// and the default loss put on an output that does not look like class
+/// logits (NotClassLogits, unless --loss was given). `mode` is the step
+/// planned.
 [[nodiscard]] std::vector<std::string> ModelWarnings(const Graph& g, const PlanFlags& f, Mode mode);
 
-/// Prints warnings to stderr, one line each.
+/// Queues warnings for stderr, one line each: FlushWarnings prints them when
+/// the run ends, unless it ends on bad input (exit 2), whose one error line
+/// is then all that stderr shows.
 void PrintWarnings(const std::vector<std::string>& warnings);
+/// Prints the queued warnings unless `exit_code` is kExitBadInput.
+void FlushWarnings(int exit_code);
 /// Prints an error line to stderr and returns kExitBadInput.
 int Fail(const std::string& message);
 

@@ -142,6 +142,12 @@ Result<std::map<std::string, nlohmann::json>> ParseBaseline(const nlohmann::json
   if (!doc.is_object() || !doc.contains("checks") || !doc["checks"].is_array()) {
     return Status::Error("not a 'memplan check --format json' document (no 'checks' list)");
   }
+  // The document's version (CheckJson writes 1): a later one may mean other things.
+  if (doc.contains("memplan_check") &&
+      !(doc["memplan_check"].is_number_integer() && doc["memplan_check"].get<int64_t>() == 1)) {
+    return Status::Error("'memplan_check' is " + Clip(doc["memplan_check"].dump(), 40) +
+                         ": this memplan reads version 1");
+  }
   const auto& checks = doc["checks"];
   for (size_t i = 0; i < checks.size(); ++i) {
     const auto& c = checks[i];
@@ -166,7 +172,12 @@ Result<std::map<std::string, nlohmann::json>> ParseBaseline(const nlohmann::json
                              "' is not a byte count (an integer from 0 to 2^63-1)");
       }
     }
-    out[c["name"].get<std::string>()] = peak;
+    const std::string& name = c["name"].get_ref<const std::string&>();
+    if (out.count(name)) {
+      return Status::Error(where + ": the name '" + PrintableText(Clip(name, 80)) +
+                           "' is in the baseline twice (which one gates is not clear)");
+    }
+    out[name] = peak;
   }
   return out;
 }

@@ -90,6 +90,29 @@ expect 0 "compare" "$BIN" compare "$UX/ts_train_bn.onnx" "$UX/loss_sigmoid.onnx"
 json "compare: a train export has none" 'd["models"][0]["warnings"] == []'
 json "compare: the loss warning per model" "any('$LOSS' in w for w in d['models'][1]['warnings'])"
 
+# --no-warn export-mode leaves the export-mode class out (text and JSON), the
+# plan unchanged, the loss warning still said; any other class is an error.
+expect 0 "gpt2: plan" "$BIN" plan "$MODELS/gpt2.onnx" --batch 1 --format json
+cp "$T/out" "$T/warned.json"
+has "gpt2: cannot tell, without --no-warn" "$T/err" "$UNKNOWN"
+expect 0 "gpt2: --no-warn export-mode" "$BIN" plan "$MODELS/gpt2.onnx" --batch 1 --format json \
+  --no-warn export-mode
+lacks "--no-warn export-mode: nothing on stderr" "$T/err" "$UNKNOWN"
+json "--no-warn export-mode: not in JSON either" "not any('$UNKNOWN' in w for w in d['warnings'])"
+if python3 -c 'import json,sys; a,b=(json.load(open(f))["peak"] for f in sys.argv[1:]); sys.exit(a != b)' \
+  "$T/warned.json" "$T/out"; then pass "--no-warn changes no plan"; else fail "--no-warn changed the plan"; fi
+expect 0 "--no-warn keeps the loss warning" "$BIN" plan "$UX/loss_sigmoid.onnx" --batch 2 \
+  --no-warn export-mode
+has "--no-warn: the loss warning stays" "$T/err" "$LOSS"
+expect 0 "check with --no-warn" "$BIN" check "$UX/dynamo_eval_bn.onnx" --batch 2 \
+  --budget 1GiB --no-warn export-mode
+lacks "check --no-warn: no eval warning" "$T/err" "$EVAL"
+expect 0 "advise --no-warn" "$BIN" advise "$MODELS/gpt2.onnx" --budget 24GiB --precision amp_bf16 \
+  --no-warn export-mode --format json
+json "advise --no-warn: none in JSON" "not any('$UNKNOWN' in w for w in d['warnings'])"
+expect 2 "--no-warn of an unknown class" "$BIN" plan "$MODELS/gpt2.onnx" --batch 1 --no-warn loss
+has "--no-warn: names the classes" "$T/err" "--no-warn: loss not in {export-mode}"
+
 # inspect shows the mode and its evidence.
 expect 0 "inspect: export mode" "$BIN" inspect "$MODELS/resnet18.onnx"
 has "inspect: eval and its evidence" "$T/out" "export mode eval (20 batch norms with running statistics"
