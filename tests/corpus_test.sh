@@ -29,7 +29,7 @@ fail() {
 }
 
 # Large cases are stored gzipped.
-for gz in "$corpus"/*.onnx.gz; do
+for gz in "$corpus"/*.onnx.gz "$corpus"/round3/*.onnx.gz; do
   [ -e "$gz" ] || continue
   gunzip -c "$gz" >"$tmp/$(basename "$gz" .gz)"
 done
@@ -107,7 +107,8 @@ run() {
         files=$((files + 1))
         [[ "$line" == *"$(basename "$arg")"* ]] && named=1
         ;;
-      --*) [[ "$line" == "memplan: error: $arg"* ]] && named=1 ;;
+      --*) [[ "$line" == "memplan: error: $arg"* || "$line" == "memplan: error: "[a-z]*": $arg"* ]] &&
+        named=1 ;;
     esac
   done
   if [ "$files" -gt 0 ] && [ "$named" -eq 0 ]; then
@@ -130,6 +131,7 @@ run_manifest() {
     args=${args//@m/$models}
     args=${args//@t/$tmp}
     args=${args//@f/$fifo}
+    args=${args//@T/$(basename "$tmp")}
     # shellcheck disable=SC2086  # arguments are space-separated, no quoting
     run "$want" "$sub" $args
   done <"$1"
@@ -140,11 +142,50 @@ run_manifest() {
 cp "$corpus/unsorted_valid.onnx" "$tmp/victim.onnx"
 cp "$corpus/budget_valid.json" "$tmp/victim.json"
 cp "$corpus/unsorted_valid.onnx" "$tmp/unsorted_valid.onnx"
+# Other names of the victims (round 3): links, a baseline and a trace to
+# overwrite, FIFOs and directories where outputs go.
+ln "$tmp/victim.onnx" "$tmp/victim_hardlink.svg"
+ln -s "$tmp/victim.onnx" "$tmp/victim_symlink.json"
+ln "$tmp/unsorted_valid.onnx" "$tmp/victim_model_hardlink.json"
+"$memplan" check "$corpus/unsorted_valid.onnx" --batch 2 --budget 1GiB --format json \
+  >"$tmp/baseline.json" 2>/dev/null
+cp "$tmp/baseline.json" "$tmp/baseline.orig"
+cp "$corpus/../traces/fake_monitor_leak.json" "$tmp/trace.json"
+mkfifo "$tmp/fifo.json" "$tmp/fifo.svg"
+mkdir "$tmp/dir.json" "$tmp/dir.svg"
+ln -s /dev/null "$tmp/devnull_link.json"
+printf '{"checks": [{"model": "%s", "batch": 2, "budget": "1GiB"}]}' "$fifo" \
+  >"$tmp/config_fifo_model.json"
 
 # 1. The manifest.
 run_manifest "$corpus/expected.txt"
 cmp -s "$corpus/unsorted_valid.onnx" "$tmp/victim.onnx" || fail "an output overwrote the model"
 cmp -s "$corpus/budget_valid.json" "$tmp/victim.json" || fail "an output overwrote the budget file"
+cmp -s "$tmp/baseline.orig" "$tmp/baseline.json" || fail "an output overwrote the baseline"
+cmp -s "$corpus/../traces/fake_monitor_leak.json" "$tmp/trace.json" || fail "an output overwrote the trace"
+cmp -s "$corpus/unsorted_valid.onnx" "$tmp/unsorted_valid.onnx" || fail "an output overwrote a config's model"
+[ -p "$tmp/fifo.json" ] && [ -d "$tmp/dir.json" ] || fail "an output replaced a FIFO or a directory"
+
+# Generated markup stays well-formed with markup in names (round 3), and
+# GitHub annotations are one workflow command each.
+if command -v python3 >/dev/null; then
+  m3="$corpus/round3/markup_printable_name_valid.onnx"
+  for fmt in junit html; do
+    "$memplan" plan --batch 2 --mode inference "$m3" --format "$fmt" >"$tmp/markup.$fmt" 2>/dev/null
+  done
+  runs=$((runs + 3))
+  for f in "$tmp/markup.junit" "$tmp/markup.svg"; do
+    python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' "$f" 2>"$tmp/err" ||
+      fail "$(basename "$f"): not well-formed XML: $(tail -1 "$tmp/err")"
+  done
+  grep -q '<svg onload' "$tmp/markup.html" && fail "markup.html: a node name reached the HTML raw"
+fi
+runs=$((runs + 1))
+GITHUB_ACTIONS=true "$memplan" check "$corpus/round3/annotation_printable_name_valid.onnx" \
+  --batch 2 --budget 1KiB --mode inference >"$tmp/out" 2>&1
+if [ "$(grep -c '^::' "$tmp/out")" -ne 1 ] || grep -q '^::error::forged' "$tmp/out"; then
+  fail "a node name forged a GitHub workflow command: $(grep '^::' "$tmp/out" | head -3)"
+fi
 ls "$tmp" | grep -q '\.tmp\.' && fail "a temporary output file was left behind"
 
 # Overlapping --checkpoint patterns: the order does not change the plan.
