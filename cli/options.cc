@@ -193,6 +193,9 @@ Result<ShapeBindings> ToBindings(const ModelFlags& f) {
       return Status::Error(f.model + ": --dim '" + d + "': expected NAME=VALUE");
     }
     const std::string value = d.substr(eq + 1);
+    // Decimal, as every number flag (IntegerFlagProblem): "010" is not 10 or 8.
+    const std::string problem = IntegerFlagProblem(value, false);
+    if (!problem.empty()) return Status::Error(f.model + ": --dim '" + d + "': " + problem);
     int64_t v = 0;
     try {
       size_t used = 0;
