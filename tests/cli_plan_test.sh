@@ -182,7 +182,7 @@ expect 2 "--dim foo" "$BIN" plan "$R18" --batch 2 --dim foo
 one_error "--dim foo" "--dim 'foo'"
 one_error "--dim foo names the model" "$R18"
 expect 2 "--dim batch=x" "$BIN" plan "$R18" --dim batch=x
-one_error "--dim batch=x" "'x' is not an integer"
+one_error "--dim batch=x" "'x' is not a decimal integer"
 expect 2 "unbound batch" "$BIN" plan "$R18"
 one_error "unbound batch" "$R18"
 grep -q -- "--batch N" "$T/err" && pass "unbound batch says --batch N" ||
