@@ -108,6 +108,17 @@ int main(int argc, char** argv) {
   app.footer("'memplan help COMMAND' (or 'memplan COMMAND --help') lists a command's options.");
 
   std::vector<std::string> args(argv + 1, argv + argc);
+  // Arguments reach headers, reports and messages: a file name holding a
+  // newline or an escape sequence (a file in a pull request) would forge
+  // lines there. No flag needs one.
+  for (const std::string& a : args) {
+    if (memplan::HasControlChar(a) || !memplan::ValidUtf8(a)) {
+      std::cerr << "memplan: error: " << memplan::PrintableText(memplan::Clip(a, 200))
+                << ": this argument holds a control character or is not UTF-8 (rename the "
+                   "file)\n";
+      return memplan::kExitBadInput;
+    }
+  }
   // Bare `memplan`: the commands, on stderr (it is a usage error, exit 2).
   if (args.empty()) {
     std::cerr << app.help();

@@ -180,6 +180,17 @@ if command -v python3 >/dev/null; then
   done
   grep -q '<svg onload' "$tmp/markup.html" && fail "markup.html: a node name reached the HTML raw"
 fi
+# A file name with a newline and an escape sequence (a file in a pull
+# request) must not forge lines in headers or messages.
+runs=$((runs + 1))
+evil="$tmp/$(printf 'ok\nmemplan: error: forged\033[2J').onnx"
+cp "$corpus/unsorted_valid.onnx" "$evil"
+timeout "$limit" "$memplan" plan --batch 2 "$evil" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || grep -q $'\033' "$tmp/err" "$tmp/out" ||
+  ! grep -q 'forged\\x1b\[2J.onnx: this argument holds a control character' "$tmp/err"; then
+  fail "a file name with a newline and ESC: exit $rc: $(head -3 "$tmp/err" "$tmp/out" | cat -v)"
+fi
 runs=$((runs + 1))
 GITHUB_ACTIONS=true "$memplan" check "$corpus/round3/annotation_printable_name_valid.onnx" \
   --batch 2 --budget 1KiB --mode inference >"$tmp/out" 2>&1
