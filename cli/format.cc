@@ -40,6 +40,10 @@ std::string FormatCount(int64_t n) {
 Result<double> ParsePercent(const std::string& flag, const std::string& text) {
   std::string t = text;
   if (!t.empty() && t.back() == '%') t.pop_back();
+  // Decimal text only: std::stod also reads hex ("0x5") and "infinity".
+  if (t.empty() || t.find_first_not_of("0123456789.eE+-") != std::string::npos) {
+    return Status::Error(flag + " '" + text + "': expected a percentage in [0, 100), e.g. 5 or 5%");
+  }
   try {
     size_t used = 0;
     const double v = std::stod(t, &used);

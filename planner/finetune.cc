@@ -1,6 +1,7 @@
 #include "planner/finetune.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <regex>
 #include <set>
@@ -327,6 +328,7 @@ Result<LoraOptions> ParseLora(const std::string& spec) {
   std::vector<std::string> items = SplitList(spec);
   bool in_targets = false;
   std::vector<std::string> targets;
+  std::vector<std::string> seen;  // Keys given so far: a second one would silently win.
   for (const std::string& item : items) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos) {
@@ -337,6 +339,12 @@ Result<LoraOptions> ParseLora(const std::string& spec) {
     const std::string key = item.substr(0, eq);
     const std::string val = item.substr(eq + 1);
     in_targets = false;
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      return Status::Error("--lora: '" + key + "' is given twice");
+    }
+    seen.push_back(key);
+    // Decimal text only (strtod also reads "inf", "nan" and hex floats).
+    const bool decimal = val.find_first_not_of("0123456789.eE+-") == std::string::npos;
     char* end = nullptr;
     if (key == "r") {
       const long long r = std::strtoll(val.c_str(), &end, 10);
@@ -346,18 +354,19 @@ Result<LoraOptions> ParseLora(const std::string& spec) {
       l.r = r;
     } else if (key == "alpha") {
       l.alpha = std::strtod(val.c_str(), &end);
-      if (val.empty() || *end != '\0' || !(l.alpha > 0)) {
+      if (val.empty() || !decimal || *end != '\0' || !(l.alpha > 0) || !std::isfinite(l.alpha)) {
         return Status::Error("--lora: alpha='" + val + "' is not a positive number");
       }
     } else if (key == "dropout") {
       l.dropout = std::strtod(val.c_str(), &end);
-      if (val.empty() || *end != '\0' || !(l.dropout >= 0 && l.dropout < 1)) {
+      if (val.empty() || !decimal || *end != '\0' || !(l.dropout >= 0 && l.dropout < 1)) {
         return Status::Error("--lora: dropout='" + val + "' is not in [0, 1)");
       }
     } else if (key == "targets") {
+      if (val.empty())
+        return Status::Error("--lora: targets= names no module (e.g. targets=q_proj,v_proj)");
       in_targets = true;
-      targets.clear();
-      if (!val.empty()) targets.push_back(val);
+      targets.push_back(val);
     } else {
       return Status::Error("--lora: unknown key '" + key + "' (r, alpha, dropout, targets)");
     }

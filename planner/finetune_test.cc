@@ -180,7 +180,10 @@ TEST(FineTune, ParsesLoraSpecs) {
   l = ParseLora("r=8");
   ASSERT_TRUE(l.ok());
   EXPECT_EQ(l->targets, (std::vector<std::string>{"q_proj", "v_proj"}));
-  for (const char* bad : {"r=0", "r=x", "alpha=2", "r=4,dropout=1.5", "r=4,rank=2", "r=4,x"}) {
+  for (const char* bad :
+       {"r=0", "r=x", "alpha=2", "r=4,dropout=1.5", "r=4,rank=2", "r=4,x",
+        // A key twice, no target, non-decimal or infinite numbers.
+        "r=8,r=16", "r=8,targets=", "r=8,alpha=inf", "r=8,alpha=0x1p3", "r=8,dropout=nan"}) {
     EXPECT_FALSE(ParseLora(bad).ok()) << bad;
   }
 }
