@@ -232,16 +232,23 @@ Result<RunTrace> ReadRunTrace(const std::string& path) {
     return Status::Error(path + ": not a memplan trace (nested deeper than " +
                          std::to_string(kMaxDepth) + " levels)");
   }
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    std::string what = e.what();
-    const size_t b = what.find("] ");
-    if (b != std::string::npos) what = what.substr(b + 2);
-    return Status::Error(path + ": not JSON: " + what);
+  // The budget files' parser: NUL bytes, duplicate keys and numbers past a
+  // double ("1e400", which escaped as a message naming no file) are errors.
+  auto doc = ParseJsonDocument(text, path);
+  if (!doc.ok()) {
+    // "PATH:LINE:COL: invalid JSON: WHAT" -> "PATH: not JSON: WHAT (line LINE, column COL)".
+    const std::string& m = doc.message();
+    const size_t at = m.find(": invalid JSON: ");
+    if (at == std::string::npos || m.compare(0, path.size(), path) != 0) return doc.status();
+    std::string where = m.substr(path.size(), at - path.size());  // ":LINE:COL" or ""
+    const std::string what = m.substr(at + 16);
+    const size_t colon = where.rfind(':');
+    if (colon != std::string::npos && colon > 0) {
+      where = " (line " + where.substr(1, colon - 1) + ", column " + where.substr(colon + 1) + ")";
+    }
+    return Status::Error(path + ": not JSON: " + what + where);
   }
-  return ParseRunTrace(doc, path);
+  return ParseRunTrace(doc.value(), path);
 }
 
 Comparison ComparePlanWithRun(const Plan& plan, const RunTrace& run) {

@@ -434,6 +434,8 @@ budget("baseline_duplicate_name.json",
        '{"checks": [' + ENTRY % 1 + ', ' + ENTRY % 999999999999 + ']}')
 budget("baseline_version_999.json", BASELINE % ("4096", "806354944", ', "memplan_check": 999'))
 budget("trace_empty_object.json", "{}")
+budget("trace_number_overflow.json", '{"schema": "memplan-trace", "version": 1e400}')
+budget("trace_duplicate_key.json", '{"schema": "memplan-trace", "schema": "x", "version": 1}')
 
 total = sum(os.path.getsize(os.path.join(HERE, n)) for n in written)
 print("wrote %d files, %d bytes" % (len(written), total))
