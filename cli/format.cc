@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "cli/escape.h"
 #include "planner/text.h"
 
 namespace memplan {
@@ -306,7 +307,8 @@ std::string PlanMarkdown(const std::string& model, const Plan& plan) {
   std::ostringstream os;
   const PlanOptions& o = plan.options;
   const Peak& p = plan.peak;
-  os << "### " << model << "\n\n"
+  // Model text (the file name, module and node names) as literal Markdown.
+  os << "### " << MarkdownText(model, 400) << "\n\n"
      << ModeName(o.mode) << ", " << BatchLabel(plan) << ", " << PrecisionName(o.precision);
   if (o.mode == Mode::kTrain) {
     os << ", " << OptimizerName(o.optimizer) << ", " << AttentionName(o.attention) << " attention, "
@@ -314,7 +316,7 @@ std::string PlanMarkdown(const std::string& model, const Plan& plan) {
   }
   std::string details = ConfigDetails(plan);
   details = details.substr(2, details.size() - 3);  // without the indent and newline
-  os << "; " << details << "\n\n"
+  os << "; " << MarkdownText(details, 2000) << "\n\n"
      << "| peak | bytes | as PyTorch reports it |\n| --- | ---: | --- |\n"
      << "| allocated | " << FormatBytes(p.allocated_bytes)
      << " | `torch.cuda.max_memory_allocated()` |\n"
@@ -322,7 +324,7 @@ std::string PlanMarkdown(const std::string& model, const Plan& plan) {
      << " | `torch.cuda.max_memory_reserved()` |\n"
      << "| device | " << FormatBytes(p.device_bytes) << " | nvidia-smi (reserved + context"
      << (o.dist.strategy == ParallelStrategy::kSingle ? "" : " + NCCL") << ") |\n\n"
-     << "Peak at `" << p.node << "` (" << PhaseName(p.phase) << "):\n\n"
+     << "Peak at " << MarkdownText(p.node, 400) << " (" << PhaseName(p.phase) << "):\n\n"
      << "| category | bytes | share |\n| --- | ---: | ---: |\n";
   char line[160];
   for (int c = 0; c < kNumCategories; ++c) {
@@ -347,7 +349,7 @@ std::string PlanMarkdown(const std::string& model, const Plan& plan) {
        << " allocated, steady " << FormatBytes(plan.steady.allocated_bytes);
   }
   os << ".\n";
-  for (const std::string& w : plan.warnings) os << "\n> warning: " << w << "\n";
+  for (const std::string& w : plan.warnings) os << "\n> warning: " << MarkdownText(w, 1000) << "\n";
   return os.str();
 }
 

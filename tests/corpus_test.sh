@@ -191,6 +191,16 @@ if [ "$rc" -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || grep -q $'\033' "$tmp/
   ! grep -q 'forged\\x1b\[2J.onnx: this argument holds a control character' "$tmp/err"; then
   fail "a file name with a newline and ESC: exit $rc: $(head -3 "$tmp/err" "$tmp/out" | cat -v)"
 fi
+# Markup in a file name (and a node name in backticks) stays text in plan's Markdown.
+runs=$((runs + 1))
+marked="$tmp/m<img src=x onerror=alert(1)>\`q\`.onnx"
+cp "$corpus/unsorted_valid.onnx" "$marked"
+"$memplan" plan --batch 2 "$marked" --format md >"$tmp/out" 2>/dev/null
+"$memplan" plan --batch 2 --mode inference "$corpus/markup_in_node_name.onnx" --format md >>"$tmp/out" \
+  2>/dev/null
+if grep -q '[^\\]<\(img\|script\)' "$tmp/out" || ! grep -qF '/m\<img src=x onerror=alert(1)>\`q\`.onnx' "$tmp/out"; then
+  fail "plan --format md: markup from a file or node name reached the Markdown raw"
+fi
 runs=$((runs + 1))
 GITHUB_ACTIONS=true "$memplan" check "$corpus/round3/annotation_printable_name_valid.onnx" \
   --batch 2 --budget 1KiB --mode inference >"$tmp/out" 2>&1
