@@ -197,6 +197,28 @@ class Simulator {
   // torch.cuda.empty_cache(): cached segments go back to the driver.
   void EmptyCache() { ReleaseCachedBlocks(); }
 
+  /// Appends what decides every later request (CachingAllocatorReplay::State);
+  /// holder[b]: the id holding allocated block b. Block indices are left out:
+  /// they only name blocks (free blocks are ordered by size and address).
+  void AppendState(const std::vector<int64_t>& holder, std::vector<int64_t>* out) const {
+    out->insert(out->end(), {allocated_, reserved_, next_low_addr_, next_high_addr_,
+                             static_cast<int64_t>(segments_.size())});
+    std::vector<int> head(segments_.size(), -1);
+    for (size_t b = 0; b < blocks_.size(); ++b) {
+      if (blocks_[b].segment >= 0 && blocks_[b].prev < 0)
+        head[blocks_[b].segment] = static_cast<int>(b);
+    }
+    for (size_t k = 0; k < segments_.size(); ++k) {
+      out->insert(out->end(), {segments_[k].small ? 1 : 0, segments_[k].mapped, segments_[k].addr});
+      for (int b = head[k]; b >= 0; b = blocks_[b].next) {
+        const Block& blk = blocks_[b];
+        out->insert(out->end(), {blk.offset, blk.size, blk.allocated ? 1 : 0, blk.mapped ? 1 : 0,
+                                 blk.allocated ? holder[b] : 0});
+      }
+      out->push_back(-1);  // end of the segment's blocks
+    }
+  }
+
  private:
   Pool& PoolOf(int b) { return segments_[blocks_[b].segment].small ? small_ : large_; }
   int64_t PageSize(const Pool& pool) const { return pool.small ? kSmallBuffer : kLargeBuffer; }
@@ -500,26 +522,26 @@ std::string EventPrefix(size_t i) { return "event " + std::to_string(i) + ": "; 
 // The live ids of a replay and the block each holds (-1 for size 0). The
 // planner numbers its allocations 1, 2, 3, ...: such ids index a vector (no
 // hash node per allocation); any other ids (a recorded trace's) go to a hash
-// map.
+// map. Events can be added between replays: Admit looks at each new stretch.
 class LiveIds {
  public:
-  explicit LiveIds(const std::vector<MemEvent>& events) {
-    int64_t most = 0;
-    dense_ = true;
-    const int64_t limit = 2 * static_cast<int64_t>(events.size()) + 1024;
-    for (const MemEvent& e : events) {
+  /// Makes room for the ids of events [from, end).
+  void Admit(const std::vector<MemEvent>& events, size_t from, size_t end) {
+    if (!dense_) return;
+    int64_t most = static_cast<int64_t>(slots_.size()) - 1;
+    const int64_t limit = 2 * static_cast<int64_t>(end) + 1024;
+    for (size_t i = from; i < end; ++i) {
+      const MemEvent& e = events[i];
       if (e.empty_cache) continue;
       if (e.id < 0 || e.id > limit) {
-        dense_ = false;
-        break;
+        ToMap();
+        map_.reserve(end - from);
+        return;
       }
       most = std::max(most, e.id);
     }
-    if (dense_) {
-      slots_.assign(static_cast<size_t>(most) + 1, kNotLive);
-    } else {
-      map_.reserve(events.size());
-    }
+    if (most >= static_cast<int64_t>(slots_.size()))
+      slots_.resize(static_cast<size_t>(most) + 1, kNotLive);
   }
   /// Marks `id` live (block -1); false when it already is.
   bool Insert(int64_t id) {
@@ -548,6 +570,14 @@ class LiveIds {
   }
 
  private:
+  void ToMap() {
+    for (size_t id = 0; id < slots_.size(); ++id) {
+      if (slots_[id] != kNotLive) map_.emplace(static_cast<int64_t>(id), slots_[id]);
+    }
+    dense_ = false;
+    slots_.clear();
+    slots_.shrink_to_fit();
+  }
   static constexpr int kNotLive = -2;
   bool dense_ = true;
   std::vector<int> slots_;
@@ -568,39 +598,60 @@ int64_t SegmentAllocationSize(int64_t rounded_bytes) {
   return (rounded_bytes + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
 }
 
-Result<SimResult> SimulateCachingAllocator(const std::vector<MemEvent>& events,
-                                           const AllocatorConfig& config) {
-  if (config.max_split_size < kLargeBuffer) {
-    return Status::Error("max_split_size " + std::to_string(config.max_split_size) +
-                         " is below 20 MiB (PyTorch rejects max_split_size_mb < 20)");
-  }
-  if (config.device_limit < 0) {
-    return Status::Error("device_limit " + std::to_string(config.device_limit) + " is negative");
-  }
-  SimResult r;
-  r.allocated_after.reserve(events.size());
-  r.reserved_after.reserve(events.size());
-  r.placements.reserve(events.size());
-  Simulator sim(config, &r);
-  LiveIds live(events);  // id -> block, -1 for size 0
+struct CachingAllocatorReplay::Impl {
+  Impl(const AllocatorConfig& config, SimResult* result) : sim(config, result) {}
+  Simulator sim;
+  LiveIds live;                 // id -> block, -1 for size 0
+  std::vector<int64_t> holder;  // block -> the live id holding it (State)
+};
 
-  for (size_t i = 0; i < events.size(); ++i) {
+CachingAllocatorReplay::CachingAllocatorReplay(const AllocatorConfig& config) : config_(config) {
+  if (config_.max_split_size < kLargeBuffer) {
+    error_ = Status::Error("max_split_size " + std::to_string(config_.max_split_size) +
+                           " is below 20 MiB (PyTorch rejects max_split_size_mb < 20)");
+  } else if (config_.device_limit < 0) {
+    error_ = Status::Error("device_limit " + std::to_string(config_.device_limit) + " is negative");
+  } else {
+    impl_ = new Impl(config_, &result_);
+  }
+}
+
+CachingAllocatorReplay::~CachingAllocatorReplay() { delete impl_; }
+
+Status CachingAllocatorReplay::Replay(const std::vector<MemEvent>& events, size_t end) {
+  if (!error_.ok()) return error_;
+  SimResult& r = result_;
+  const size_t from = replayed();
+  if (r.oom || end <= from) return Status();
+  end = std::min(end, events.size());
+  r.allocated_after.reserve(end);
+  r.reserved_after.reserve(end);
+  r.placements.reserve(end);
+  Simulator& sim = impl_->sim;
+  LiveIds& live = impl_->live;
+  std::vector<int64_t>& holder = impl_->holder;
+  live.Admit(events, from, end);
+  auto fail = [&](std::string message) {
+    error_ = Status::Error(std::move(message));
+    return error_;
+  };
+  for (size_t i = from; i < end; ++i) {
     const MemEvent& e = events[i];
     Placement placement;
     if (e.empty_cache) {
       sim.EmptyCache();
     } else if (e.is_alloc) {
       if (e.bytes < 0) {
-        return Status::Error(EventPrefix(i) + "negative size " + std::to_string(e.bytes) +
-                             " for id " + std::to_string(e.id));
+        return fail(EventPrefix(i) + "negative size " + std::to_string(e.bytes) + " for id " +
+                    std::to_string(e.id));
       }
       if (e.bytes > kMaxRequest) {
-        return Status::Error(EventPrefix(i) + "size " + std::to_string(e.bytes) + " for id " +
-                             std::to_string(e.id) + " is too large");
+        return fail(EventPrefix(i) + "size " + std::to_string(e.bytes) + " for id " +
+                    std::to_string(e.id) + " is too large");
       }
       if (!live.Insert(e.id)) {
-        return Status::Error(EventPrefix(i) + "id " + std::to_string(e.id) +
-                             " is allocated twice without a free");
+        return fail(EventPrefix(i) + "id " + std::to_string(e.id) +
+                    " is allocated twice without a free");
       }
       if (e.bytes > 0) {
         const int b = sim.Malloc(e.bytes, i);
@@ -609,18 +660,20 @@ Result<SimResult> SimulateCachingAllocator(const std::vector<MemEvent>& events,
           r.oom_event = i;
         } else {
           *live.Find(e.id) = b;
+          if (static_cast<size_t>(b) >= holder.size()) holder.resize(b + 1, 0);
+          holder[b] = e.id;
           placement.segment = sim.block(b).segment;
           placement.offset = sim.block(b).offset;
           placement.block = sim.block(b).size;
         }
         if (sim.reserved() > kMaxTotal) {
-          return Status::Error(EventPrefix(i) + "more than 2^60 bytes reserved");
+          return fail(EventPrefix(i) + "more than 2^60 bytes reserved");
         }
       }
     } else {
       int* block = live.Find(e.id);
       if (block == nullptr) {
-        return Status::Error(EventPrefix(i) + "free of unknown id " + std::to_string(e.id));
+        return fail(EventPrefix(i) + "free of unknown id " + std::to_string(e.id));
       }
       if (*block >= 0) sim.Free(*block);
       live.Erase(e.id);
@@ -636,7 +689,24 @@ Result<SimResult> SimulateCachingAllocator(const std::vector<MemEvent>& events,
     r.peak_reserved = std::max(r.peak_reserved, sim.reserved());
     if (r.oom) break;
   }
-  return r;
+  return Status();
+}
+
+std::vector<int64_t> CachingAllocatorReplay::State() const {
+  std::vector<int64_t> out;
+  if (impl_ == nullptr) return out;
+  out.push_back(result_.alloc_retries);
+  out.push_back(result_.oom ? 1 : 0);
+  impl_->sim.AppendState(impl_->holder, &out);
+  return out;
+}
+
+Result<SimResult> SimulateCachingAllocator(const std::vector<MemEvent>& events,
+                                           const AllocatorConfig& config) {
+  CachingAllocatorReplay replay(config);
+  Status s = replay.Replay(events, events.size());
+  if (!s.ok()) return s;
+  return replay.TakeResult();
 }
 
 }  // namespace memplan

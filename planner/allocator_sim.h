@@ -90,6 +90,39 @@ int64_t SegmentAllocationSize(int64_t rounded_bytes);
 Result<SimResult> SimulateCachingAllocator(const std::vector<MemEvent>& events,
                                            const AllocatorConfig& config);
 
+/// SimulateCachingAllocator in parts: Replay(events, end) goes on from the
+/// last event replayed to `end` (events may have grown in between), and
+/// State() is the allocator's state between two events, so that a caller can
+/// tell that a stretch of events left it as it found it.
+class CachingAllocatorReplay {
+ public:
+  explicit CachingAllocatorReplay(const AllocatorConfig& config);
+  ~CachingAllocatorReplay();
+  CachingAllocatorReplay(const CachingAllocatorReplay&) = delete;
+  CachingAllocatorReplay& operator=(const CachingAllocatorReplay&) = delete;
+
+  /// Replays events [replayed(), end); an error as SimulateCachingAllocator
+  /// gives it (the replay then stops for good). Stops at an out-of-memory.
+  [[nodiscard]] Status Replay(const std::vector<MemEvent>& events, size_t end);
+  /// Events replayed so far (the per-event vectors of result() have as many).
+  [[nodiscard]] size_t replayed() const { return result_.placements.size(); }
+  /// Every segment with its mapped bytes and address rank, every block of
+  /// each (offset, size, allocated, mapped, the live id holding it), the
+  /// allocated and reserved totals and the retries so far: two equal states
+  /// replay equal events (ids aside) into equal placements and totals.
+  /// Also the next address ranks, since a new segment takes one.
+  [[nodiscard]] std::vector<int64_t> State() const;
+  [[nodiscard]] const SimResult& result() const { return result_; }
+  [[nodiscard]] SimResult TakeResult() { return std::move(result_); }
+
+ private:
+  struct Impl;
+  AllocatorConfig config_;
+  SimResult result_;
+  Status error_;
+  Impl* impl_ = nullptr;
+};
+
 }  // namespace memplan
 
 #endif  // MEMPLAN_PLANNER_ALLOCATOR_SIM_H_

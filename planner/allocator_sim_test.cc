@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -393,6 +394,84 @@ TEST(AllocSim, SparseIdsReplayLikeDenseOnes) {
   Result<SimResult> past = SimulateCachingAllocator({A(1, 100), F(3)}, {});
   ASSERT_FALSE(past.ok());
   EXPECT_EQ(past.message(), "event 1: free of unknown id 3");
+}
+
+// A replay in parts (the events growing in between, ids turning sparse
+// half-way) gives what one replay of all of them gives.
+TEST(AllocReplay, InPartsLikeAtOnce) {
+  std::vector<MemEvent> all = SyntheticTrace(6000, true);
+  // Ids first allocated after the first part turn sparse (their frees too).
+  int64_t first_part_ids = 0;
+  for (size_t i = 0; i < all.size() / 5; ++i) first_part_ids = std::max(first_part_ids, all[i].id);
+  for (MemEvent& e : all) {
+    if (e.id > first_part_ids && e.id % 3 == 0) e.id = -e.id - 1;
+  }
+  for (bool expandable : {false, true}) {
+    AllocatorConfig config;
+    config.expandable_segments = expandable;
+    const SimResult once = Replay(all, config);
+    CachingAllocatorReplay parts(config);
+    std::vector<MemEvent> grown;
+    for (size_t cut : {all.size() / 5, all.size() / 2, all.size()}) {
+      grown.assign(all.begin(), all.begin() + cut);
+      ASSERT_TRUE(parts.Replay(grown, cut).ok());
+      EXPECT_EQ(parts.replayed(), cut);
+    }
+    const SimResult& r = parts.result();
+    EXPECT_EQ(r.allocated_after, once.allocated_after);
+    EXPECT_EQ(r.reserved_after, once.reserved_after);
+    ASSERT_EQ(r.placements.size(), once.placements.size());
+    for (size_t i = 0; i < r.placements.size(); ++i) {
+      ASSERT_EQ(r.placements[i].block, once.placements[i].block) << "event " << i;
+      ASSERT_EQ(r.placements[i].offset, once.placements[i].offset) << "event " << i;
+      ASSERT_EQ(r.placements[i].segment, once.placements[i].segment) << "event " << i;
+    }
+    EXPECT_EQ(r.segment_bytes, once.segment_bytes);
+    EXPECT_EQ(r.peak_event, once.peak_event);
+  }
+}
+
+// State() tells states apart by what decides later requests: a stretch that
+// frees what it allocated and reuses cached blocks leaves the state as it was;
+// one that makes a new segment, keeps a block, or hands the same block to
+// another id does not.
+TEST(AllocReplay, StateSaysWhetherAStretchLeftTheAllocatorAsItFoundIt) {
+  // Two steps of the same work: the first makes the segments, the second
+  // only reuses them.
+  std::vector<MemEvent> ev = {A(1, 4 * MiB)};
+  int64_t id = 2;
+  for (int step = 0; step < 3; ++step) {
+    ev.push_back(A(id, 3 * MiB));
+    ev.push_back(A(id + 1, 512 * KiB));
+    ev.push_back(F(id));
+    ev.push_back(F(id + 1));
+    id += 2;
+  }
+  CachingAllocatorReplay r({});
+  ASSERT_TRUE(r.Replay(ev, 1).ok());
+  const std::vector<int64_t> before_first = r.State();
+  ASSERT_TRUE(r.Replay(ev, 5).ok());
+  const std::vector<int64_t> before_second = r.State();
+  EXPECT_NE(before_first, before_second);  // the first step made segments
+  ASSERT_TRUE(r.Replay(ev, 9).ok());
+  EXPECT_EQ(r.State(), before_second);  // the second one reused them
+  ASSERT_TRUE(r.Replay(ev, 13).ok());
+  EXPECT_EQ(r.State(), before_second);
+  // A block kept, or the live block held by another id: a different state.
+  std::vector<MemEvent> kept = ev;
+  kept.push_back(A(100, 3 * MiB));
+  ASSERT_TRUE(r.Replay(kept, kept.size()).ok());
+  EXPECT_NE(r.State(), before_second);
+  CachingAllocatorReplay a({}), b({});
+  ASSERT_TRUE(a.Replay({A(1, MiB)}, 1).ok());
+  ASSERT_TRUE(b.Replay({A(2, MiB)}, 1).ok());
+  EXPECT_NE(a.State(), b.State());
+  // A bad config is an error from the first replay on.
+  AllocatorConfig bad;
+  bad.max_split_size = 8 * MiB;
+  CachingAllocatorReplay c(bad);
+  EXPECT_FALSE(c.Replay(ev, ev.size()).ok());
+  EXPECT_TRUE(c.State().empty());
 }
 
 }  // namespace
