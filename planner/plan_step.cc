@@ -55,13 +55,37 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
   }
   for (int b : s.buffers) plan.buffer_bytes += s.vals[b].bytes;
   plan.context_bytes = options.context_bytes >= 0 ? options.context_bytes : kDefaultContextBytes;
+  const bool data_parallel = options.dist.strategy != ParallelStrategy::kSingle;
   Simulator sim(s, options);
+  // The second steady iteration is the first one again when the simulation
+  // and the allocator both end it where they began it (Simulator::
+  // stop_when_steady, CachingAllocatorReplay::State); then it is not run,
+  // and the steady step's figures are read off the first steady one. Where
+  // the events are handed on (keep_events, data parallel) all are made.
+  sim.stop_when_steady = options.mode == Mode::kTrain && !options.keep_events && !data_parallel;
   sim.Run();
   if (in_place_matters != nullptr) *in_place_matters = sim.in_place_matters;
-  auto r = SimulateCachingAllocator(sim.events, options.allocator);
-  if (!r.ok()) return Status::Error(g.source + ": cannot replay the allocations: " + r.message());
-  const SimResult& res = r.value();
+  CachingAllocatorReplay replay(options.allocator);
+  bool repeated = false;
+  Status replayed;
+  if (sim.steady_repeats) {
+    replayed = replay.Replay(sim.events, sim.iteration_events[1].first);
+    if (replayed.ok()) {
+      const std::vector<int64_t> before = replay.State();
+      replayed = replay.Replay(sim.events, sim.events.size());
+      repeated = replayed.ok() && !replay.result().oom && replay.State() == before;
+    }
+    if (!repeated) sim.RunRepeatedIteration();
+  }
+  if (replayed.ok()) replayed = replay.Replay(sim.events, sim.events.size());
+  if (!replayed.ok()) {
+    return Status::Error(g.source + ": cannot replay the allocations: " + replayed.message());
+  }
+  if (repeated) sim.CountRepeatedIteration();
+  const SimResult& res = replay.result();
   const auto& it = sim.iteration_events;
+  // The steady iteration: the third, or the second where the third repeats it.
+  const size_t steady = repeated ? 1 : 2;
   // Peaks are those of the step (the calibration protocol resets the peak
   // statistics after loading the model).
   if (options.mode == Mode::kInference) {
@@ -70,14 +94,16 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
     plan.first_step = plan.peak;
   } else {
     plan.first_step = PeakOf(sim, res, it[0].first, it[0].second, options);
-    plan.steady = PeakOf(sim, res, it[2].first, it[2].second, options);
+    plan.steady = PeakOf(sim, res, it[steady].first, it[steady].second, options);
     plan.peak = options.step == StepKind::kFirst ? plan.first_step : plan.steady;
   }
   for (Peak* p : {&plan.peak, &plan.first_step, &plan.steady}) {
     p->device_bytes = p->reserved_bytes + plan.context_bytes;
     p->module = ModuleOfOp(g, s, p->node);
   }
-  int iter = options.mode == Mode::kTrain && options.step == StepKind::kSteady ? 2 : 0;
+  int iter = options.mode == Mode::kTrain && options.step == StepKind::kSteady
+                 ? static_cast<int>(steady)
+                 : 0;
   if (options.mode == Mode::kInference) {
     // The reported peak spans both passes: draw the pass that holds it.
     for (size_t k = 1; k < it.size(); ++k) {
@@ -88,7 +114,7 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
     }
   }
   // Per step (the simulation ran several); a saturated sum stays saturated.
-  const int64_t steps = static_cast<int64_t>(sim.iteration_events.size());
+  const int64_t steps = static_cast<int64_t>(sim.iteration_events.size()) + (repeated ? 1 : 0);
   auto per_step = [steps](int64_t total) { return total == INT64_MAX ? total : total / steps; };
   plan.forward_flops = per_step(sim.forward_flops);
   plan.backward_flops = per_step(sim.backward_flops);
@@ -99,12 +125,16 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
   const size_t e0 = sim.iteration_events[iter].first;
   const size_t e1 = sim.iteration_events[iter].second;
   plan.timeline = TimelineOf(sim, res, e0, e1);
+  if (repeated && iter == 1) {
+    // Numbered as the third iteration's steps would be.
+    const int shift = static_cast<int>(sim.steps_phase.size()) - sim.iteration_start[1];
+    for (TimelinePoint& pt : plan.timeline) pt.step += shift;
+  }
   if (detail == PlanDetail::kFull) plan.modules = ModulePeaksOf(g, s, sim, res, e0, e1);
   // Inference: the activations packed into one arena (lower bound vs packed).
   if (options.mode == Mode::kInference) {
     plan.arena_lower_bound = ArenaLowerBoundOf(sim, it[0].first, it[0].second);
   }
-  const bool data_parallel = options.dist.strategy != ParallelStrategy::kSingle;
   if (options.keep_events || data_parallel) {
     plan.events = sim.events;
     for (size_t e = 0; e < sim.events.size(); ++e) {

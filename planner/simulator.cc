@@ -1,6 +1,9 @@
 #include "planner/simulator.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "planner/checked.h"
 
@@ -611,8 +614,88 @@ void Simulator::Run() {
     return;
   }
   // First step, then two steady ones (options.step picks which to report).
+  std::vector<int64_t> after_first;
+  if (stop_when_steady) after_first = IterationState();
+  const int64_t before[3] = {forward_flops, backward_flops, recompute_flops};
   Iteration(false);
+  if (stop_when_steady && IterationState() == after_first) {
+    repeat_flops_[0] = forward_flops - before[0];
+    repeat_flops_[1] = backward_flops - before[1];
+    repeat_flops_[2] = recompute_flops - before[2];
+    steady_repeats = true;
+    return;
+  }
   Iteration(false);
+}
+
+void Simulator::RunRepeatedIteration() {
+  if (!steady_repeats) return;
+  steady_repeats = false;
+  Iteration(false);
+}
+
+void Simulator::CountRepeatedIteration() {
+  // Saturated sums stay saturated (a difference of them is no count).
+  int64_t* counters[3] = {&forward_flops, &backward_flops, &recompute_flops};
+  for (int k = 0; k < 3; ++k) {
+    if (*counters[k] != INT64_MAX) *counters[k] = SatAdd(*counters[k], repeat_flops_[k]);
+  }
+}
+
+std::vector<int64_t> Simulator::IterationState() const {
+  // A storage that is neither live nor referenced is gone for good (each is
+  // allocated once; its count may have gone below 0, e.g. an unreferenced
+  // allocation unreferenced once): references to it count as "dead",
+  // whichever it is.
+  auto kept = [&](int st) { return st >= 0 && (storages[st].live || storages[st].refs > 0); };
+  constexpr int64_t kDead = -7;
+  auto norm = [&](int st) -> int64_t { return st < 0 ? st : kept(st) ? st : kDead; };
+  std::vector<int64_t> out;
+  size_t kept_count = 0;
+  for (size_t st = 0; st < storages.size(); ++st) kept_count += kept(static_cast<int>(st));
+  out.reserve(9 * kept_count + storage_of_val_.size() + 2 * grad_of_.size() + 64);
+  for (size_t st = 0; st < storages.size(); ++st) {
+    if (!kept(static_cast<int>(st))) continue;
+    const Storage& x = storages[st];
+    out.push_back(static_cast<int64_t>(st));
+    out.push_back(x.bytes);
+    out.push_back(x.id);
+    out.push_back(x.refs);
+    out.push_back(x.rule);
+    out.push_back(x.param);
+    out.push_back(static_cast<int64_t>(x.cat));
+    out.push_back(static_cast<int64_t>(x.first_cat));
+    out.push_back(x.live ? 1 : 0);
+  }
+  out.push_back(-1);
+  for (int st : storage_of_val_) out.push_back(norm(st));
+  std::vector<std::pair<int, int64_t>> grads;
+  for (const auto& [v, st] : grad_of_) grads.emplace_back(v, norm(st));
+  std::sort(grads.begin(), grads.end());
+  out.push_back(static_cast<int64_t>(grads.size()));
+  for (const auto& [v, st] : grads) out.insert(out.end(), {v, st});
+  auto list = [&](const std::vector<int>& l) {
+    out.push_back(static_cast<int64_t>(l.size()));
+    for (int st : l) out.push_back(norm(st));
+  };
+  list(state_);
+  list(held_);
+  list(loss_storages_);
+  list(loss_saved_);
+  list(param_grad_);
+  out.push_back(static_cast<int64_t>(saved_storages_.size()));
+  for (const auto& l : saved_storages_) list(l);
+  out.push_back(static_cast<int64_t>(seg_held_.size()));
+  for (const auto& l : seg_held_) list(l);
+  out.push_back(static_cast<int64_t>(recomputed_.size()));
+  for (bool r : recomputed_) out.push_back(r ? 1 : 0);
+  out.insert(out.end(),
+             {norm(logits_storage_), fwd_workspace_ ? 1 : 0, bwd_workspace_ ? 1 : 0,
+              process_state_ ? 1 : 0, recomputing_ ? 1 : 0, cur_rule_, cur_op_,
+              static_cast<int64_t>(rules.size()), static_cast<int64_t>(other_labels_.size())});
+  for (int id : mech_rule_) out.push_back(id);
+  for (bool used : rule_used) out.push_back(used ? 1 : 0);
+  return out;
 }
 
 }  // namespace memplan

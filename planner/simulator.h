@@ -141,6 +141,24 @@ class Simulator {
 
   void Run();
 
+  /// Set before Run() (training only): stop after the second steady
+  /// iteration when the third would repeat it, i.e. when the state the
+  /// second one left (the live storages with every field, which storage
+  /// each value, gradient and kept list names, the flags and interned rules)
+  /// is the state the first one left, new storages aside: the iterations are
+  /// one deterministic function of that state, so the third would make the
+  /// second's events again (new ids and storages renumbered). Whether the
+  /// allocator also ends where it began is the caller's to check.
+  bool stop_when_steady = false;
+  /// Run() stopped so: iteration_events has two steady entries less one.
+  bool steady_repeats = false;
+  /// After such a stop: runs the third iteration after all (steady_repeats
+  /// becomes false).
+  void RunRepeatedIteration();
+  /// After such a stop, where the caller keeps the second iteration as the
+  /// third: the FLOP counters count it twice, as three iterations would.
+  void CountRepeatedIteration();
+
  private:
   int Intern(const RuleRef& r) {
     auto it = rule_ids_.find(r.name);
@@ -337,6 +355,9 @@ class Simulator {
  private:
   void Recompute(int seg);
   void ReleaseSegment(int seg);
+  // The state between iterations that decides the next one (stop_when_steady).
+  std::vector<int64_t> IterationState() const;
+  int64_t repeat_flops_[3] = {0, 0, 0};  // forward, backward, recompute of the last iteration
 };
 
 }  // namespace memplan
