@@ -65,7 +65,14 @@ OpDef* OpTable::Mutable(const std::string& op_type) {
 }
 
 const OpDef* OpTable::Find(const std::string& domain, const std::string& op_type) const {
-  auto it = entries_.find(Key(domain, op_type));
+  // Key() without its two strings per call: planning looks an op up several
+  // times per node.
+  thread_local std::string key;
+  key.clear();
+  if (domain != "ai.onnx") key += domain;
+  key += "::";
+  key += op_type;
+  auto it = entries_.find(key);
   return it == entries_.end() ? nullptr : &it->second;
 }
 

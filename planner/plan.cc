@@ -152,14 +152,18 @@ Result<Plan> MakePlanFrom(const Graph& g, int64_t batch, const PlanOptions& opti
     *peaks[k] = p;
   }
   keep->modules = std::move(modules);
-  if (timeline_in_keep) timeline = keep->timeline;
   // The timeline draws the allocated peak's variant, with the reserved line
   // of the variant whose reserved figure is reported. The two may differ in
   // steps (an in-place op is one step less): each reserved point goes to the
   // next point of the same op, or else to the last one matched, keeping the
-  // highest, so the line reaches the reported reserved peak.
-  if (!timeline.empty()) MergeReservedLine(keep->timeline, &timeline);
-  keep->timeline = std::move(timeline);
+  // highest, so the line reaches the reported reserved peak. Where both are
+  // one variant's, its timeline is merged with itself, in place.
+  if (timeline_in_keep) {
+    MergeReservedLine(keep->timeline, &keep->timeline);
+  } else {
+    if (!timeline.empty()) MergeReservedLine(keep->timeline, &timeline);
+    keep->timeline = std::move(timeline);
+  }
   keep->options.fp32_conv = options.fp32_conv;
   keep->options.inplace = options.inplace;
   FillCoverage(&keep.value());

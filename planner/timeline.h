@@ -20,6 +20,7 @@ namespace memplan {
 
 /// Gives `timeline` (of one variant) the reserved line of `kept` (another
 /// variant's timeline of the same step, whose reserved figure is reported).
+/// `kept` may be `*timeline` itself: it is read in full before any write.
 void MergeReservedLine(const std::vector<TimelinePoint>& kept,
                        std::vector<TimelinePoint>* timeline);
 
