@@ -651,9 +651,7 @@ std::vector<int64_t> Simulator::IterationState() const {
   constexpr int64_t kDead = -7;
   auto norm = [&](int st) -> int64_t { return st < 0 ? st : kept(st) ? st : kDead; };
   std::vector<int64_t> out;
-  size_t kept_count = 0;
-  for (size_t st = 0; st < storages.size(); ++st) kept_count += kept(static_cast<int>(st));
-  out.reserve(9 * kept_count + storage_of_val_.size() + 2 * grad_of_.size() + 64);
+  out.reserve(storage_of_val_.size() + 2 * grad_of_.size() + 64);
   for (size_t st = 0; st < storages.size(); ++st) {
     if (!kept(static_cast<int>(st))) continue;
     const Storage& x = storages[st];
