@@ -624,9 +624,10 @@ Status CachingAllocatorReplay::Replay(const std::vector<MemEvent>& events, size_
   const size_t from = replayed();
   if (r.oom || end <= from) return Status();
   end = std::min(end, events.size());
-  r.allocated_after.reserve(end);
-  r.reserved_after.reserve(end);
-  r.placements.reserve(end);
+  // Room for every event there is now: a replay in parts does not regrow.
+  r.allocated_after.reserve(events.size());
+  r.reserved_after.reserve(events.size());
+  r.placements.reserve(events.size());
   Simulator& sim = impl_->sim;
   LiveIds& live = impl_->live;
   std::vector<int64_t>& holder = impl_->holder;

@@ -650,23 +650,27 @@ std::vector<int64_t> Simulator::IterationState() const {
   auto kept = [&](int st) { return st >= 0 && (storages[st].live || storages[st].refs > 0); };
   constexpr int64_t kDead = -7;
   auto norm = [&](int st) -> int64_t { return st < 0 ? st : kept(st) ? st : kDead; };
-  std::vector<int64_t> out;
-  out.reserve(storage_of_val_.size() + 2 * grad_of_.size() + 64);
+  // The storages and values (most of it) written in place, the rest appended.
+  size_t kept_count = 0;
+  for (size_t st = 0; st < storages.size(); ++st) kept_count += kept(static_cast<int>(st)) ? 1 : 0;
+  std::vector<int64_t> out(9 * kept_count + 1 + storage_of_val_.size());
+  int64_t* w = out.data();
   for (size_t st = 0; st < storages.size(); ++st) {
     if (!kept(static_cast<int>(st))) continue;
     const Storage& x = storages[st];
-    out.push_back(static_cast<int64_t>(st));
-    out.push_back(x.bytes);
-    out.push_back(x.id);
-    out.push_back(x.refs);
-    out.push_back(x.rule);
-    out.push_back(x.param);
-    out.push_back(static_cast<int64_t>(x.cat));
-    out.push_back(static_cast<int64_t>(x.first_cat));
-    out.push_back(x.live ? 1 : 0);
+    *w++ = static_cast<int64_t>(st);
+    *w++ = x.bytes;
+    *w++ = x.id;
+    *w++ = x.refs;
+    *w++ = x.rule;
+    *w++ = x.param;
+    *w++ = static_cast<int64_t>(x.cat);
+    *w++ = static_cast<int64_t>(x.first_cat);
+    *w++ = x.live ? 1 : 0;
   }
-  out.push_back(-1);
-  for (int st : storage_of_val_) out.push_back(norm(st));
+  *w++ = -1;
+  for (int st : storage_of_val_) *w++ = norm(st);
+  out.reserve(out.size() + 2 * grad_of_.size() + 64);
   std::vector<std::pair<int, int64_t>> grads;
   for (const auto& [v, st] : grad_of_) grads.emplace_back(v, norm(st));
   std::sort(grads.begin(), grads.end());
