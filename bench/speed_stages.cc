@@ -4,6 +4,7 @@
 // each stage (getrusage). Used to profile bench/speed.sh's graphs.
 //
 // Usage: speed_stages MODEL.onnx [--batch N] [--runs N] [--advise]
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -49,6 +50,10 @@ void Die(const std::string& what) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The heap settings of memplan's main (cli/main.cc), so that the stages
+  // cost here what they cost in the CLI.
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, -1);
   if (argc < 2) Die("usage: speed_stages MODEL.onnx [--batch N] [--runs N] [--advise]");
   const std::string path = argv[1];
   int64_t batch = 8;
