@@ -78,6 +78,9 @@ struct CurveCase {
   std::vector<int64_t> refs;  ///< Batches whose measured reserved peak is a budget.
   memplan::Loss loss = memplan::Loss::kCrossEntropy;
   std::string batch_symbol;
+  /// bench/families.py casts a bf16 model on the GPU and keeps the cache
+  /// (--model-load cast); the calibration protocol empties it.
+  bool family = false;
 };
 
 }  // namespace
@@ -112,6 +115,7 @@ int main(int argc, char** argv) {
     // The loss and batch layout bench/families.py trains them with.
     if (c.model == "unet_ldm") c.loss = memplan::Loss::kMse;
     if (c.model == "gru_seqfirst") c.batch_symbol = "batch";
+    c.family = true;
     cases.push_back(c);
     curves[kv.first] = kv.second;
   }
@@ -143,6 +147,7 @@ int main(int argc, char** argv) {
       memplan::AdviseRequest r;
       r.base.optimizer = memplan::Optimizer::kAdamW;
       r.base.loss = cc.loss;
+      if (cc.family) r.base.model_load = memplan::ModelLoad::kCast;
       r.batch_symbol = cc.batch_symbol;
       r.precisions = {memplan::ParsePrecision(prec).value()};
       r.budget_bytes = budget;
@@ -164,6 +169,7 @@ int main(int argc, char** argv) {
         o.mode = memplan::Mode::kTrain;
         o.precision = r.precisions[0];
         o.loss = cc.loss;
+        o.model_load = r.base.model_load;
         o.context_bytes = 0;
         if (g.ok()) {
           auto p = memplan::MakePlan(g.value(), ref, o);

@@ -230,6 +230,7 @@ int main(int argc, char** argv) {
       o.mode = infer ? memplan::Mode::kInference : memplan::Mode::kTrain;
       o.precision = memplan::ParsePrecision(j["precision"].get<std::string>()).value();
       if (model == "unet_ldm") o.loss = memplan::Loss::kMse;
+      o.model_load = memplan::ModelLoad::kCast;  // bench/families.py keeps the cache
       auto plan = memplan::MakePlan(bound.value(), batch, o);
       if (!plan.ok()) continue;
       int64_t meas = 0;

@@ -7,8 +7,8 @@
 //
 // The last two pick one variant of what the export does not say (the fp32
 // cuDNN engine kind, in-place activations); by default the plan's own choice.
-// MEMPLAN_LORA=SPEC and MEMPLAN_WEIGHTS=FORMAT in the environment add --lora
-// and --weights.
+// MEMPLAN_LORA=SPEC, MEMPLAN_WEIGHTS=FORMAT and MEMPLAN_MODEL_LOAD=LOAD in the
+// environment add --lora, --weights and --model-load.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -71,6 +71,12 @@ int main(int argc, char** argv) {
     auto f = memplan::ParseEnum<memplan::WeightFormat>(w);
     if (!f.ok()) return Fail(f.message());
     options->weights = f.value();
+  }
+  // MEMPLAN_MODEL_LOAD: a --model-load value (bf16/fp16).
+  if (const char* m = std::getenv("MEMPLAN_MODEL_LOAD")) {
+    auto f = memplan::ParseEnum<memplan::ModelLoad>(m);
+    if (!f.ok()) return Fail(f.message());
+    options->model_load = f.value();
   }
   auto plan = memplan::PlanModel(loaded.value(), bindings, options.value());
   if (!plan.ok()) return Fail(plan.message());

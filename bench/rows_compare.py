@@ -23,7 +23,7 @@ LOSS = {"unet_ldm": "mse"}
 BATCH_SYMBOL = {"gru_seqfirst": "batch"}
 
 
-def plan(memplan, onnx, mode, batch, prec, step):
+def plan(memplan, onnx, mode, batch, prec, step, load="cast"):
     name = os.path.basename(onnx)[:-len("_train.onnx")]
     bind = (["--dim", f"{BATCH_SYMBOL[name]}={batch}"] if name in BATCH_SYMBOL else
             ["--batch", str(batch)])
@@ -31,6 +31,8 @@ def plan(memplan, onnx, mode, batch, prec, step):
     if mode == "train":
         cmd += ["--precision", prec, "--optimizer", "adamw", "--step", step,
                 "--loss", LOSS.get(os.path.basename(onnx)[:-len("_train.onnx")], "cross_entropy")]
+        if prec in ("bf16", "fp16"):
+            cmd += ["--model-load", load]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         return None, out.stderr.strip()
@@ -56,7 +58,7 @@ def main():
         for step, m_alloc, m_res in cases:
             mode = "inference" if r["mode"] == "infer" else "train"
             pred, err = plan(memplan, onnx, mode, r["batch"], r["precision"],
-                             step if step != "infer" else "steady")
+                             step if step != "infer" else "steady", r.get("load", "cast"))
             if pred is None:
                 print(f"{r['model']:16} {step:6} {err}")
                 continue

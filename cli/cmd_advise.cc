@@ -540,6 +540,8 @@ int RunAdvise(const AdviseArgs& args) {
   auto options = ToPlanOptions(flags);
   if (!options.ok()) return Fail(options.message());
   r.base = options.value();
+  Status load = CheckModelLoad(r.base, r.precisions);
+  if (!load.ok()) return Fail(load.message());
   r.world_size = r.base.dist.world_size;
   if (search_strategies) {
     r.strategies = {ParallelStrategy::kDdp, ParallelStrategy::kFsdp, ParallelStrategy::kZero1,

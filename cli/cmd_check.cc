@@ -72,9 +72,10 @@ Result<std::vector<CheckSpec>> SpecsOf(const CheckArgs& a, std::string* metric_n
       return Status::Error("give either MODEL or --config " + a.config + ", not both");
     }
     for (const char* flag :
-         {"--batch", "--batch-dim", "--dim", "--mode", "--precision", "--optimizer", "--attention",
-          "--loss", "--step", "--allocator", "--reserve", "--checkpoint", "--freeze",
-          "--train-only", "--lora", "--weights", "--budget", "--device", "--margin"}) {
+         {"--batch",     "--batch-dim",  "--dim",    "--mode",       "--precision",
+          "--optimizer", "--attention",  "--loss",   "--step",       "--allocator",
+          "--reserve",   "--checkpoint", "--freeze", "--train-only", "--lora",
+          "--weights",   "--model-load", "--budget", "--device",     "--margin"}) {
       if (a.cmd->count(flag) > 0) {
         return Status::Error(std::string(flag) + " cannot be combined with --config (set it in " +
                              a.config + ")");
@@ -256,6 +257,8 @@ int RunCheck(const CheckArgs& a) {
     if (!options.ok()) {
       return bad(where + ": " + options.message());
     }
+    Status load = CheckModelLoad(options.value(), {options->precision});
+    if (!load.ok()) return bad(where + ": " + load.message());
     auto plan = PlanModel(g->second, bindings.value(), options.value());
     if (!plan.ok()) {
       return bad(where + ": " + plan.message());

@@ -210,6 +210,8 @@ int RunSweep(const SweepArgs& a) {
   if (!precisions.ok()) return Fail(precisions.message());
   auto options = ToPlanOptions(a.plan);
   if (!options.ok()) return Fail(options.message());
+  Status load = CheckModelLoad(options.value(), precisions.value());
+  if (!load.ok()) return Fail(load.message());
   auto budget = ToBudget(a.budget);
   if (!budget.ok()) return Fail(budget.message());
   auto bindings = ToBindings(fixed);
@@ -378,6 +380,8 @@ int RunCompare(const CompareArgs& a) {
   if (!precisions.ok()) return Fail(precisions.message());
   auto options = ToPlanOptions(a.plan);
   if (!options.ok()) return Fail(options.message());
+  Status load = CheckModelLoad(options.value(), precisions.value());
+  if (!load.ok()) return Fail(load.message());
   std::vector<ModelRow> rows;
   for (const std::string& m : a.models) {
     auto row = CompareOne(m, a, precisions.value(), options.value(), budget.value());

@@ -132,6 +132,11 @@ void AddSharedPlanFlags(CLI::App* cmd, PlanFlags* f) {
   cmd->add_option("--lora", f->lora,
                   "LoRA adapters as PEFT adds them, base frozen: r=R[,alpha=A,dropout=P,"
                   "targets=NAME,...] (default dropout 0.05, targets q_proj,v_proj)");
+  cmd->add_option("--model-load", f->model_load,
+                  "bf16/fp16: how the weights reach the GPU: cast (fp32, then cast there; the "
+                  "fp32 copies stay cached), cast-empty-cache (then torch.cuda.empty_cache()), "
+                  "direct (moved in their dtype); auto: cast-empty-cache training, cast inference")
+      ->check(Allowed<ModelLoad>());
   cmd->add_option("--weights", f->weights,
                   "Storage of the frozen Linear weights: native, int8, nf4 (QLoRA), int4, fp8")
       ->check(Allowed<WeightFormat>());
@@ -277,12 +282,26 @@ Result<PlanOptions> ToPlanOptions(const PlanFlags& f) {
   o.train_only = f.train_only;
   Status w = ParseFlag(f.weights, &o.weights);
   if (!w.ok()) return w;
+  Status load = ParseFlag(f.model_load, &o.model_load);
+  if (!load.ok()) return load;
   if (!f.lora.empty()) {
     auto l = ParseLora(f.lora);
     if (!l.ok()) return l.status();
     o.lora = l.value();
   }
   return o;
+}
+
+Status CheckModelLoad(const PlanOptions& o, const std::vector<Precision>& precisions) {
+  if (o.model_load == ModelLoad::kAuto) return Status();
+  std::string planned;
+  for (Precision p : precisions) {
+    if (p == Precision::kBf16 || p == Precision::kFp16) return Status();
+    planned += (planned.empty() ? "" : ", ") + std::string(PrecisionName(p));
+  }
+  return Status::Error(std::string("--model-load ") + EnumName(o.model_load) +
+                       ": applies to --precision bf16 or fp16 (a whole-model cast), not " +
+                       planned);
 }
 
 Result<std::vector<Precision>> ParsePrecisionList(const std::string& text) {
@@ -376,6 +395,8 @@ Result<Plan> PlanFromFlags(const ModelFlags& m, const PlanFlags& p, bool keep_ev
   if (!bindings.ok()) return bindings.status();
   auto options = ToPlanOptions(p);
   if (!options.ok()) return options.status();
+  Status load = CheckModelLoad(options.value(), {options->precision});
+  if (!load.ok()) return load;
   options->keep_events = keep_events;
   std::vector<std::string> model_warnings = ModelWarnings(loaded.value(), p, options->mode);
   auto plan = PlanModel(std::move(loaded.value()), bindings.value(), options.value());

@@ -45,6 +45,7 @@ struct PlanFlags {
   std::string lora;                     ///< "r=16,alpha=32,dropout=0.05,targets=q_proj,v_proj"
   std::string weights = "native";       ///< Frozen Linear weights: native, int8, nf4, int4, fp8.
   std::vector<std::string> no_warn;     ///< --no-warn: warning classes left out ("export-mode").
+  std::string model_load = "auto";      ///< bf16/fp16: auto, cast, cast-empty-cache, direct.
 };
 
 /// A number flag's text as memplan reads it: decimal only (CLI11 alone reads
@@ -76,6 +77,9 @@ void AddFormatFlag(CLI::App* cmd, std::string* format, const std::vector<std::st
 Result<ShapeBindings> ToBindings(const ModelFlags& f);
 /// Parses the plan flags.
 Result<PlanOptions> ToPlanOptions(const PlanFlags& f);
+/// An error when --model-load is given and none of `precisions` is a
+/// whole-model cast (bf16, fp16), which is all it applies to.
+[[nodiscard]] Status CheckModelLoad(const PlanOptions& o, const std::vector<Precision>& precisions);
 
 /// "any" (amp_bf16, amp_fp16, fp32) or a comma list of precisions.
 Result<std::vector<Precision>> ParsePrecisionList(const std::string& text);

@@ -25,6 +25,14 @@ enum class Loss { kCrossEntropy, kMse, kNone };
 enum class StepKind { kSteady, kFirst };
 /// PyTorch's allocator setting: PYTORCH_CUDA_ALLOC_CONF expandable_segments.
 enum class AllocatorKind { kDefault, kExpandable };
+/// How the parameters of a whole-model bf16/fp16 run reach the GPU: loaded
+/// in fp32 and cast there (`model.cuda().to(torch.bfloat16)`), the fp32
+/// copies then freed to the cache (`cast`) or returned to the driver by a
+/// `torch.cuda.empty_cache()` after the cast (`cast-empty-cache`, the
+/// calibration protocol), or moved already in their dtype (`direct`:
+/// `model.to("cuda", torch.bfloat16)`, a cast on the CPU). `auto`:
+/// cast-empty-cache for training, cast for inference.
+enum class ModelLoad { kAuto, kCast, kCastEmptyCache, kDirect };
 /// How the ranks of a data-parallel job hold the model (planner/distributed.h):
 /// one process alone, DistributedDataParallel, FSDP2 fully_shard, or DeepSpeed
 /// ZeRO stage 1, 2 or 3.
@@ -90,6 +98,16 @@ struct EnumTable<AllocatorKind> {
   static constexpr const char* kOption = "allocator";
   static constexpr EnumEntry<AllocatorKind> kEntries[] = {
       {AllocatorKind::kDefault, "default"}, {AllocatorKind::kExpandable, "expandable"}};
+};
+
+template <>
+struct EnumTable<ModelLoad> {
+  static constexpr const char* kOption = "model-load";
+  static constexpr EnumEntry<ModelLoad> kEntries[] = {
+      {ModelLoad::kAuto, "auto"},
+      {ModelLoad::kCast, "cast"},
+      {ModelLoad::kCastEmptyCache, "cast-empty-cache"},
+      {ModelLoad::kDirect, "direct"}};
 };
 
 template <>
@@ -232,6 +250,8 @@ struct PlanOptions {
   /// Inference under torch.no_grad() rather than inference_mode(): autocast
   /// keeps one low-precision copy of each weight until the forward ends.
   bool no_grad_weight_cache = false;
+  /// bf16/fp16: how the parameters reach the GPU (see ModelLoad).
+  ModelLoad model_load = ModelLoad::kAuto;
   /// Fine-tuning (see finetune.h): parameters frozen (module paths or name
   /// regexes), or the only ones trained; LoRA adapters; the frozen Linear
   /// weights' storage.

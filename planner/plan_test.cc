@@ -362,6 +362,42 @@ TEST(Plan, WholeModelBf16IsLoadedInFp32ThenCast) {
   EXPECT_EQ(train.first_step.reserved_bytes, 86 * kMiB);
 }
 
+// --model-load: W1 in fp32 (16 MiB, its own segment) is freed by the cast;
+// without empty_cache() that segment stays reserved (nothing later fits in
+// it exactly: the bf16 W1 of 8 MiB went to a 20 MiB segment made before the
+// free); moved in bf16, no fp32 copy is ever allocated.
+TEST(Plan, ModelLoadDecidesWhetherTheFp32CopiesStayReserved) {
+  PlanOptions o = Train(Optimizer::kSgd, Precision::kBf16);
+  o.keep_events = true;
+  const Plan by_default = PlanOf(Mlp(), 8, o);
+  o.model_load = ModelLoad::kCastEmptyCache;
+  const Plan emptied = PlanOf(Mlp(), 8, o);
+  o.model_load = ModelLoad::kCast;
+  const Plan kept = PlanOf(Mlp(), 8, o);
+  o.model_load = ModelLoad::kDirect;
+  const Plan direct = PlanOf(Mlp(), 8, o);
+  EXPECT_EQ(by_default.steady.reserved_bytes, emptied.steady.reserved_bytes);
+  EXPECT_EQ(emptied.steady.reserved_bytes, 86 * kMiB);
+  EXPECT_EQ(kept.steady.reserved_bytes, emptied.steady.reserved_bytes + 16 * kMiB);
+  EXPECT_EQ(direct.steady.reserved_bytes, emptied.steady.reserved_bytes);
+  EXPECT_EQ(kept.steady.allocated_bytes, emptied.steady.allocated_bytes);
+  // model.cuda() moves W1 first: in fp32, or already in bf16.
+  ASSERT_FALSE(kept.events.empty());
+  ASSERT_FALSE(direct.events.empty());
+  EXPECT_EQ(kept.events.front().bytes, 16 * kMiB);
+  EXPECT_EQ(direct.events.front().bytes, 8 * kMiB);
+  int64_t allocs_cast = 0, allocs_direct = 0;
+  for (const MemEvent& e : kept.events) allocs_cast += e.is_alloc && e.bytes == 16 * kMiB;
+  for (const MemEvent& e : direct.events) allocs_direct += e.is_alloc && e.bytes == 16 * kMiB;
+  EXPECT_GE(allocs_cast, 1);
+  EXPECT_EQ(allocs_direct, 0);  // no fp32 W1 ever
+  // Inference defaults to the cast without empty_cache().
+  PlanOptions inf = Inference(Precision::kBf16);
+  const Plan inf_default = PlanOf(Mlp(), 8, inf);
+  inf.model_load = ModelLoad::kCast;
+  EXPECT_EQ(PlanOf(Mlp(), 8, inf).peak.reserved_bytes, inf_default.peak.reserved_bytes);
+}
+
 // Attention: x [N, H=4, S=512, D=16] -> q, k, v projections -> SDPA as
 // exporters write it -> output projection. The eager path materialises
 // [1, 4, 512, 512] fp32 matrices (4 MiB each) and keeps the softmax output

@@ -27,7 +27,12 @@ void Simulator::LoadModel() {
   std::vector<int> order = s_.params;
   order.insert(order.end(), s_.buffers.begin(), s_.buffers.end());
   std::sort(order.begin(), order.end());
-  const bool cast = o_.precision == Precision::kBf16 || o_.precision == Precision::kFp16;
+  const bool half = o_.precision == Precision::kBf16 || o_.precision == Precision::kFp16;
+  const bool cast = half && o_.model_load != ModelLoad::kDirect;
+  // Moved in bf16, the recurrent weights are not flattened: cuDNN does not
+  // accept bf16 (cudnn.is_acceptable), and flatten_parameters returns early.
+  const bool flatten_at_load =
+      !(o_.model_load == ModelLoad::kDirect && o_.precision == Precision::kBf16);
   // flatten_parameters runs when a recurrent module has been moved (and
   // again after model.half()): after its last parameter.
   std::map<int, int> flatten_after;  // last parameter's Val -> group
@@ -68,7 +73,7 @@ void Simulator::LoadModel() {
     Ref(st);
     storage_of_val_[v] = st;
     storages[st].param = param_index_[v];
-    flatten(v, cast ? 2 : 1);  // in fp32, before any cast
+    if (flatten_at_load) flatten(v, cast ? 2 : 1);  // in fp32, before any cast
   }
   if (cast) {
     Step(Phase::kForward, "model.half()");
@@ -83,9 +88,11 @@ void Simulator::LoadModel() {
       Unref(old);
       if (o_.precision == Precision::kFp16) flatten(v, 1);
     }
-    // Training scripts empty the cache after the cast (the calibration
-    // protocol does); inference ones rarely do.
-    if (o_.mode == Mode::kTrain) {
+    // The calibration protocol empties the cache after the cast in training
+    // (the default there); without it the fp32 copies stay cached.
+    const bool empty_cache = o_.model_load == ModelLoad::kCastEmptyCache ||
+                             (o_.model_load == ModelLoad::kAuto && o_.mode == Mode::kTrain);
+    if (empty_cache) {
       MemEvent e;
       e.empty_cache = true;
       e.is_alloc = false;

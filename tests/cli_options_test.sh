@@ -77,4 +77,20 @@ one_error "validate --tolerance 120" \
   "--tolerance '120': expected a percentage in [0, 100), e.g. 5 or 5%"
 expect 2 "validate --tolerance 0.05x" "$BIN" validate "$M" --batch 2 --tolerance 0.05x
 one_error "validate --tolerance 0.05x" "--tolerance '0.05x': expected a percentage"
+# --model-load applies to whole-model casts only: refused, never ignored.
+expect 2 "plan --model-load with fp32" "$BIN" plan "$M" --batch 2 --model-load cast
+one_error "plan --model-load with fp32" "--model-load cast: applies to --precision bf16 or fp16"
+expect 2 "advise --model-load without bf16/fp16" "$BIN" advise "$M" --budget 8GiB --model-load direct
+one_error "advise --model-load without bf16/fp16" "--model-load direct: applies to --precision bf16"
+expect 2 "plan --model-load bogus" "$BIN" plan "$M" --batch 2 --precision bf16 --model-load bogus
+one_error "plan --model-load bogus" "--model-load"
+kept=$("$BIN" plan "$MODELS/qwen_bigvocab_b_train.onnx" --batch 2 --step first --precision bf16 --model-load cast --format json 2>/dev/null |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["peak"]["reserved_bytes"])')
+emptied=$("$BIN" plan "$MODELS/qwen_bigvocab_b_train.onnx" --batch 2 --step first --precision bf16 --model-load cast-empty-cache --format json 2>/dev/null |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["peak"]["reserved_bytes"])')
+if [ -n "$kept" ] && [ -n "$emptied" ] && [ "$kept" -gt "$emptied" ]; then
+  pass "plan --model-load cast keeps the fp32 copies reserved ($kept > $emptied)"
+else
+  fail "plan --model-load: cast $kept, cast-empty-cache $emptied"
+fi
 finish
