@@ -278,11 +278,13 @@ TEST(RnnPlan, ForwardAndBackwardPeaksOfOneCall) {
   ASSERT_LT(ws_block - ws, 1 << 20);
   ASSERT_GE(ws_block - ws, 4 * hy + X);
   EXPECT_EQ(plan.value().peak.phase_allocated[0], P + X + Y + 2 * hy + ws_block + reserve);
-  // Backward: dhy, dcy zeros and dhx, dcx (4 * hy) and the unused dx (X)
-  // through both passes, held with the workspace (one block here), then the
-  // flat dw (P) with the second one; y and the reserve are still held, and
-  // the loss's 4-byte scalar (512 B).
-  EXPECT_EQ(plan.value().peak.phase_allocated[1], P + X + Y + reserve + P + ws_block + 512);
+  // Backward: dhy, dcy zeros and dhx, dcx (4 * hy) and the unused dx (X),
+  // allocations of their own through both passes, beside the workspace (the
+  // same size in both passes: the cached block again), then the flat dw (P)
+  // with the second one; y and the reserve are still held, and the loss's
+  // 4-byte scalar (512 B).
+  EXPECT_EQ(plan.value().peak.phase_allocated[1],
+            P + X + Y + reserve + P + ws_block + 4 * hy + X + 512);
 }
 
 // The training schedule of a 2-layer LSTM module (batch 4) at `p`.

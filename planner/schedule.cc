@@ -1352,8 +1352,14 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
     // dx is computed whether x needs it or not (it mutates the reserve).
     const int64_t dx_unused = s_.vals[x].requires_grad ? 0 : BytesOf(xshape, c.dtype);
     const int64_t held = SatAdd(SatMulNonNeg(2, hy_all), dx_unused);
-    op.bwd_workspace = SatAdd(SatAdd(SatAdd(ws, x_copy), dy_copy), held);
-    if (weights_grad) op.bwd_weight_workspace = SatAdd(SatAdd(ws, x_copy), held);
+    // cuDNN sizes one training workspace for the forward and both backward
+    // calls (cudnnGetRNNTempSpaceSizes): the same bytes each time, as the
+    // probe's backward allocations show; the temporaries live beside both.
+    op.bwd_workspace = ws;
+    if (weights_grad) op.bwd_weight_workspace = ws;
+    op.bwd_temp_bytes = held;
+    op.bwd_copy_bytes = SatAdd(x_copy, dy_copy);
+    if (weights_grad) op.bwd_weight_copy_bytes = x_copy;
   }
   op.grad_in.assign(in.size(), false);
   op.grad_in_weight_pass.assign(in.size(), false);

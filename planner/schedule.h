@@ -64,6 +64,14 @@ struct ExecOp {
   /// Temporaries the call allocates before its outputs and frees at its end
   /// (cuDNN RNN: the contiguous copy of a batch-first input, unread hy/cy).
   int64_t fwd_temp_bytes = 0;
+  /// Temporaries the backward call allocates before its first workspace and
+  /// frees after its last (cuDNN RNN: the zero dhy/dcy, dhx/dcx, an unused dx).
+  int64_t bwd_temp_bytes = 0;
+  /// Copies made for the first backward pass only, freed after its workspace
+  /// (cuDNN RNN: contiguous copies of a batch-first x and dy)...
+  int64_t bwd_copy_bytes = 0;
+  /// ... and for the weight pass, made before its gradients (x again).
+  int64_t bwd_weight_copy_bytes = 0;
   /// Allocated at the first run of any op that sets it and kept for the
   /// process: cuDNN's RNN dropout states (one cache per device).
   int64_t process_state_bytes = 0;

@@ -454,13 +454,23 @@ void Simulator::Backward() {
         break;
     }
     Use(WorkspaceRule(k));
+    const int bwd_temp =
+        op.bwd_temp_bytes > 0 ? AllocNew(op.bwd_temp_bytes, Category::kTransients) : -1;
+    const int bwd_copy =
+        op.bwd_copy_bytes > 0 ? AllocNew(op.bwd_copy_bytes, Category::kTransients) : -1;
     if (op.bwd_workspace > 0) Free(AllocNew(op.bwd_workspace, Category::kWorkspaces));
+    if (bwd_copy >= 0) Free(bwd_copy);
+    const int weight_copy = op.bwd_weight_copy_bytes > 0
+                                ? AllocNew(op.bwd_weight_copy_bytes, Category::kTransients)
+                                : -1;
     if (!op.grad_in_weight_pass.empty() && op.grad_kind == GradKind::kNew) {
       WeightPassGrads(op, &produced);
     }
     if (op.bwd_weight_workspace > 0) {
       Free(AllocNew(op.bwd_weight_workspace, Category::kWorkspaces));
     }
+    if (weight_copy >= 0) Free(weight_copy);
+    if (bwd_temp >= 0) Free(bwd_temp);
     for (int v : op.out) {
       if (v < 0) continue;
       auto it = grad_of_.find(v);
