@@ -15,6 +15,7 @@
 #include "planner/ops/op_names.h"
 #include "planner/ops/op_util.h"
 #include "planner/params.h"
+#include "planner/reduce_kernel.h"
 #include "planner/rnn.h"
 #include "planner/sdpa.h"
 #include "planner/shape_inference.h"
@@ -825,6 +826,12 @@ void Builder::AddBiasAdd(int ni, const std::vector<int>& in) {
   int64_t numel = 0;
   CheckedNumel(v.shape, &numel);
   op.flops = numel;
+  // The bias gradient: addmm's grad summed over the rows (sum(0)), through
+  // the reduction's staging buffer when it splits the rows across blocks.
+  const int64_t cols = s_.vals[in[1]].shape.empty() ? 0 : s_.vals[in[1]].shape[0];
+  if (op.grad_in[1] && cols > 0 && numel > 0) {
+    op.bwd_workspace = ColumnSumStagingBytes(numel / cols, cols, v.dtype == DType::kDouble ? 8 : 4);
+  }
   s_.ops.push_back(std::move(op));
 }
 

@@ -28,7 +28,7 @@ STAGE_OF = {
     "op_registry": "ops", "shape_inference": "ops", "evidence": "ops",
     "schedule": "schedule", "fusion": "schedule", "attention": "schedule",
     "module_calls": "schedule", "params": "schedule", "sdpa": "schedule", "layout": "schedule",
-    "rnn": "schedule", "rules": "schedule", "finetune": "schedule",
+    "rnn": "schedule", "reduce_kernel": "schedule", "rules": "schedule", "finetune": "schedule",
     "export_mode": "schedule", "loss_target": "schedule",
     "allocator_sim": "simulation", "arena": "simulation", "plan": "simulation",
     "plan_model": "simulation", "simulator": "simulation", "peaks": "simulation",
