@@ -6,6 +6,8 @@ namespace memplan {
 
 namespace {
 
+constexpr int64_t kInt32Max = 2147483647;
+
 int64_t DivUp(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // floor(log2(n)) as a power of two, at least 1.
@@ -24,9 +26,16 @@ int64_t LastPow2(int64_t n) {
 // blocks over inputs (a global reduction through the staging buffer) once a
 // thread would still sum 256 or more values and the outputs alone leave the
 // GPU short of blocks.
-int64_t ColumnSumStagingBytes(int64_t rows, int64_t cols, int64_t acc_bytes) {
-  if (rows <= 0 || cols <= 0 || acc_bytes <= 0) return 0;
-  if (rows > (int64_t{1} << 31) || cols > (int64_t{1} << 31)) return 0;  // split by PyTorch
+int64_t ColumnSumStagingBytes(int64_t rows, int64_t cols, int64_t elem_bytes, int64_t acc_bytes) {
+  if (rows <= 0 || cols <= 0 || acc_bytes <= 0 || elem_bytes <= 0) return 0;
+  if (cols > kInt32Max / elem_bytes) return 0;  // one row past 32-bit offsets: not modelled
+  // can_use_32bit_indexing: numel and the largest byte offset + 1 within
+  // int32; otherwise the reduced dim (the largest extent) is halved.
+  if (rows > kInt32Max / cols || rows * cols * elem_bytes - elem_bytes + 1 > kInt32Max) {
+    if (rows < 2) return 0;
+    return std::max(ColumnSumStagingBytes(rows / 2, cols, elem_bytes, acc_bytes),
+                    ColumnSumStagingBytes(rows - rows / 2, cols, elem_bytes, acc_bytes));
+  }
   int64_t vec = 4;
   while (cols % vec != 0) vec /= 2;
   const int64_t max_threads = 512 / vec;

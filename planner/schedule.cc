@@ -830,7 +830,11 @@ void Builder::AddBiasAdd(int ni, const std::vector<int>& in) {
   // the reduction's staging buffer when it splits the rows across blocks.
   const int64_t cols = s_.vals[in[1]].shape.empty() ? 0 : s_.vals[in[1]].shape[0];
   if (op.grad_in[1] && cols > 0 && numel > 0) {
-    op.bwd_workspace = ColumnSumStagingBytes(numel / cols, cols, v.dtype == DType::kDouble ? 8 : 4);
+    int64_t elem = 0;
+    if (DTypeBytes(v.dtype, 1, &elem)) {
+      op.bwd_workspace =
+          ColumnSumStagingBytes(numel / cols, cols, elem, v.dtype == DType::kDouble ? 8 : 4);
+    }
   }
   s_.ops.push_back(std::move(op));
 }
