@@ -63,7 +63,7 @@ TEST(AdviseCli, SizesInBinaryAndDecimalUnits) {
 }
 
 BlockChain Blocks(const std::string& model) {
-  auto g = LoadGraph(ModelsDir() + model);
+  auto g = LoadGraph(ModelsDir() + model, kDefaultMaxNodes);
   EXPECT_TRUE(g.ok()) << g.message();
   return FindBlocks(g.value());
 }

@@ -23,6 +23,7 @@ struct AdviseArgs {
   std::string model;
   std::vector<std::string> dims;
   std::string batch_dim;
+  int64_t max_nodes = kDefaultMaxNodes;
   std::string budget;
   std::string device;
   std::string precision = "any";
@@ -572,7 +573,7 @@ int RunAdvise(const AdviseArgs& args) {
   auto bindings = ToBindings(mf);
   if (!bindings.ok()) return Fail(bindings.message());
   r.bindings = bindings.value();
-  auto g = LoadGraph(args.model);
+  auto g = LoadGraph(args.model, args.max_nodes);
   if (!g.ok()) return Fail(g.message());
   {
     // The searched symbol: --batch-dim, else BatchSymbol(); --dim may not bind it.
@@ -637,6 +638,7 @@ void AddAdviseCommand(CLI::App* app, CliState* state) {
   cmd->add_option("--batch-dim", a->batch_dim,
                   "The symbol searched over (default: the input symbol called 'batch', else dim 0 "
                   "of the first input)");
+  AddMaxNodesFlag(cmd, &a->max_nodes);
   cmd->add_option("--budget", a->budget, "Device memory to fit in: 24GiB, 24GB, 24000MiB");
   cmd->add_option("--device", a->device,
                   "A device preset (h100-sxm, a100-40gb, rtx-4090, ...) or auto (probe the GPU)");

@@ -242,7 +242,7 @@ int RunCheck(const CheckArgs& a) {
     const auto t0 = std::chrono::steady_clock::now();
     auto g = graphs.find(s.model_path);
     if (g == graphs.end()) {
-      auto loaded = LoadGraph(s.model_path);
+      auto loaded = LoadGraph(s.model_path, a.model.max_nodes);
       if (!loaded.ok()) {
         return bad(s.where == s.model ? loaded.message() : s.where + ": " + loaded.message());
       }
@@ -355,6 +355,7 @@ void AddCheckCommand(CLI::App* app, CliState* state) {
       ->each([a = args.get()](const std::string&) { a->model.batch_given = true; });
   cmd->add_option("--batch-dim", args->model.batch_dim, "Names the symbol --batch binds");
   cmd->add_option("--dim", args->model.dims, "Binds a symbolic dim: NAME=VALUE (repeatable)");
+  AddMaxNodesFlag(cmd, &args->model.max_nodes);
   AddPlanFlags(cmd, &args->plan, true);
   AddDistFlags(cmd, &args->plan);
   cmd->add_option("--budget", args->budget, "The limit, e.g. 40GiB, 80GB, 24000MiB");

@@ -57,7 +57,7 @@ nlohmann::json TensorJson(const Tensor& t) {
 }
 
 int RunInspect(const InspectArgs& a) {
-  auto loaded = LoadGraph(a.model.model);
+  auto loaded = LoadGraph(a.model.model, a.model.max_nodes);
   if (!loaded.ok()) return Fail(loaded.message());
   auto bindings = ToBindings(a.model);
   if (!bindings.ok()) return Fail(bindings.message());

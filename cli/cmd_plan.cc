@@ -77,7 +77,7 @@ int RunPlan(const PlanArgs& a) {
   }
   AllocatorAdvice advice;
   if (a.allocator_advice) {
-    auto g = LoadGraph(a.model.model);
+    auto g = LoadGraph(a.model.model, a.model.max_nodes);
     auto b = ToBindings(a.model);
     auto o = ToPlanOptions(a.plan);
     if (!g.ok() || !b.ok() || !o.ok()) return Fail("--allocator-advice: the plan's inputs changed");

@@ -216,7 +216,7 @@ int RunSweep(const SweepArgs& a) {
   if (!budget.ok()) return Fail(budget.message());
   auto bindings = ToBindings(fixed);
   if (!bindings.ok()) return Fail(bindings.message());
-  auto g = LoadGraph(file);
+  auto g = LoadGraph(file, a.model.max_nodes);
   if (!g.ok()) return Fail(g.message());
   {
     // The swept name must be a symbol of the model (the batch's included).
@@ -287,6 +287,7 @@ struct CompareArgs {
   std::vector<std::string> models;
   int64_t batch = 1;
   std::vector<std::string> dims;
+  int64_t max_nodes = kDefaultMaxNodes;
   std::string precision = "any";
   PlanFlags plan;
   BudgetFlags budget;
@@ -313,7 +314,7 @@ Result<ModelRow> CompareOne(const std::string& file, const CompareArgs& a,
                             const BudgetChoice& b) {
   ModelRow row;
   row.model = file;
-  auto g = LoadGraph(file);
+  auto g = LoadGraph(file, a.max_nodes);
   if (!g.ok()) return g.status();
   PlanFlags train = a.plan;
   train.mode = EnumName(Mode::kTrain);
@@ -481,7 +482,7 @@ int RunEstimate(const EstimateArgs& a) {
   if (!options.ok()) return Fail(options.message());
   auto bindings = ToBindings(a.model);
   if (!bindings.ok()) return Fail(bindings.message());
-  auto g = LoadGraph(a.model.model);
+  auto g = LoadGraph(a.model.model, a.model.max_nodes);
   if (!g.ok()) return Fail(g.message());
   auto rows = DtypeSummary(g.value(), bindings.value(), options.value());
   if (!rows.ok()) {
@@ -608,6 +609,7 @@ void AddCompareCommand(CLI::App* app, CliState* state) {
   cmd->add_option("models", a->models, "ONNX model files (training exports)")->required();
   cmd->add_option("--batch,-b", a->batch, "The batch the peaks are shown at");
   cmd->add_option("--dim", a->dims, "Binds a symbolic dim other than the batch: NAME=VALUE");
+  AddMaxNodesFlag(cmd, &a->max_nodes);
   cmd->add_option("--precision", a->precision,
                   "any (amp_bf16, amp_fp16, fp32) or a comma list of fp32, amp_bf16, amp_fp16, "
                   "bf16, fp16");

@@ -94,6 +94,23 @@ void AddModelFlags(CLI::App* cmd, ModelFlags* f) {
       ->each([f](const std::string&) { f->batch_given = true; });
   cmd->add_option("--batch-dim", f->batch_dim, "Names the symbol --batch binds");
   cmd->add_option("--dim", f->dims, "Binds a symbolic dim: NAME=VALUE (repeatable)");
+  AddMaxNodesFlag(cmd, &f->max_nodes);
+}
+
+void AddMaxNodesFlag(CLI::App* cmd, int64_t* max_nodes) {
+  cmd->add_option("--max-nodes", *max_nodes,
+                  "Most nodes a model may have, all graphs together (time and memory grow with "
+                  "them; README: Large graphs)")
+      ->type_name("INT:POSITIVE")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            const std::string problem = IntegerFlagProblem(v, true);
+            if (!problem.empty()) return problem;
+            const size_t digit = v.find_first_of("0123456789");
+            const bool zero = v.find_first_not_of("0 ", digit) == std::string::npos;
+            return zero ? "'" + v + "' must be positive" : std::string();
+          },
+          ""));
 }
 
 namespace {
@@ -365,9 +382,11 @@ Result<BudgetChoice> ToBudget(const BudgetFlags& f) {
   return b;
 }
 
-Result<Graph> LoadGraph(const std::string& path) {
+Result<Graph> LoadGraph(const std::string& path, int64_t max_nodes) {
   NoteInput(path);
-  return ImportOnnxFile(path);
+  ImportLimits limits;
+  limits.max_nodes = max_nodes;
+  return ImportOnnxFile(path, limits);
 }
 
 std::vector<std::string> ModelWarnings(const Graph& g, const PlanFlags& f, Mode mode) {
@@ -389,7 +408,7 @@ std::vector<std::string> ModelWarnings(const Graph& g, const PlanFlags& f, Mode 
 }
 
 Result<Plan> PlanFromFlags(const ModelFlags& m, const PlanFlags& p, bool keep_events) {
-  auto loaded = LoadGraph(m.model);
+  auto loaded = LoadGraph(m.model, m.max_nodes);
   if (!loaded.ok()) return loaded.status();
   auto bindings = ToBindings(m);
   if (!bindings.ok()) return bindings.status();

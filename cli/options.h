@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "onnx_import/importer.h"
 #include "planner/devices.h"
 #include "planner/graph.h"
 #include "planner/plan.h"
@@ -19,9 +20,10 @@ namespace memplan {
 struct ModelFlags {
   std::string model;
   int64_t batch = -1;
-  bool batch_given = false;       ///< --batch was given (-1 is no binding only by default).
-  std::string batch_dim;          ///< --batch-dim: the symbol --batch binds.
-  std::vector<std::string> dims;  ///< NAME=VALUE
+  bool batch_given = false;              ///< --batch was given (-1 is no binding only by default).
+  std::string batch_dim;                 ///< --batch-dim: the symbol --batch binds.
+  std::vector<std::string> dims;         ///< NAME=VALUE
+  int64_t max_nodes = kDefaultMaxNodes;  ///< --max-nodes: the import's node limit.
 };
 
 /// How the step runs (the `plan` flags, shared by advise/check/validate).
@@ -58,8 +60,11 @@ struct PlanFlags {
 /// NONNEGATIVE or UINT refuses a minus sign.
 void CheckNumberFlags(CLI::App* app);
 
-/// Adds MODEL, --batch and --dim to `cmd`.
+/// Adds MODEL, --batch, --dim and --max-nodes to `cmd`.
 void AddModelFlags(CLI::App* cmd, ModelFlags* f);
+/// Adds --max-nodes (a positive decimal integer) to `cmd`: the most nodes,
+/// all graphs together, that a model may have (default kDefaultMaxNodes).
+void AddMaxNodesFlag(CLI::App* cmd, int64_t* max_nodes);
 /// Adds --mode, --precision, --optimizer, ... to `cmd`; allowed values come
 /// from the option tables (planner/options.h).
 void AddPlanFlags(CLI::App* cmd, PlanFlags* f, bool with_mode);
@@ -107,8 +112,9 @@ struct BudgetChoice {
 };
 Result<BudgetChoice> ToBudget(const BudgetFlags& f);
 
-/// Imports the model file (no shapes yet).
-Result<Graph> LoadGraph(const std::string& path);
+/// Imports the model file (no shapes yet), refusing more than `max_nodes`
+/// nodes.
+Result<Graph> LoadGraph(const std::string& path, int64_t max_nodes);
 
 /// Imports the model and plans it with the flags through the planner's
 /// entry point (PlanModel), ModelWarnings appended to the plan's warnings

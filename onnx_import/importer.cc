@@ -763,7 +763,8 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
   for (int ni = 0; ni < gp.node_size(); ++ni) {
     const auto& np = gp.node(ni);
     if (++im->total_nodes > im->limits.max_nodes) {
-      return im->Error("more than " + std::to_string(im->limits.max_nodes) + " nodes");
+      return im->Error("more than " + std::to_string(im->limits.max_nodes) +
+                       " nodes (the node limit; --max-nodes N raises it)");
     }
     Node n;
     n.name = np.name();

@@ -9,14 +9,19 @@
 
 namespace memplan {
 
+/// The default node limit: a 500,000-node chain plans in about 4.5 CPU-s
+/// and 1.7 GiB (README, "Large graphs and the advisor"); the CLI's
+/// --max-nodes changes it.
+inline constexpr int64_t kDefaultMaxNodes = 500000;
+
 /// Limits on what the importer accepts (documented in the README).
 struct ImportLimits {
-  int64_t max_file_bytes = int64_t{2} << 30;  ///< protobuf's own 2 GiB cap.
-  int max_subgraph_depth = 16;                ///< If/Loop/Scan nesting.
-  int64_t max_nodes = 1000000;                ///< All graphs together.
-  int64_t max_value_elements = 4096;          ///< Small constants kept as values.
-  int64_t max_name_bytes = 4096;              ///< Each node, tensor, attribute name.
-  int max_module_depth = 64;                  ///< Levels of a node's module path.
+  int64_t max_file_bytes = int64_t{2} << 30;           ///< protobuf's own 2 GiB cap.
+  int max_subgraph_depth = 16;                         ///< If/Loop/Scan nesting.
+  int64_t max_nodes = kDefaultMaxNodes;                ///< All graphs together.
+  int64_t max_value_elements = 4096;                   ///< Small constants kept as values.
+  int64_t max_name_bytes = 4096;                       ///< Each node, tensor, attribute name.
+  int max_module_depth = 64;                           ///< Levels of a node's module path.
   int64_t max_module_path_bytes = int64_t{256} << 20;  ///< All nodes' module paths together.
 };
 

@@ -93,4 +93,46 @@ if [ -n "$kept" ] && [ -n "$emptied" ] && [ "$kept" -gt "$emptied" ]; then
 else
   fail "plan --model-load: cast $kept, cast-empty-cache $emptied"
 fi
+# ------------------------------------------------------------ --max-nodes
+# The node limit on every command that reads a model: below the model's node
+# count, one line naming the file, the limit and the flag; at it, a result.
+expect 0 "inspect (node count)" "$BIN" inspect "$M"
+N=$(grep -oE '^  [0-9]+ nodes' "$T/out" | grep -oE '[0-9]+')
+if [ -n "$N" ] && [ "$N" -gt 1 ]; then pass "node count $N"; else fail "no node count in inspect"; fi
+LOW=$((N - 1))
+over="resnet18_train.onnx: more than $LOW nodes (the node limit; --max-nodes N raises it)"
+cat >"$T/nodes.json" <<JSON
+{"checks": [{"model": "$M", "batch": 2, "budget": "8GiB"}]}
+JSON
+for cmd in "plan $M --batch 2" "inspect $M" "check $M --batch 2 --budget 8GiB" \
+  "check --config $T/nodes.json" "validate $M --batch 2" \
+  "advise $M --budget 8GiB --precision fp32 --checkpoint none" \
+  "sweep $M --dim batch=1..2" "compare $M $M --precision fp32 --budget 8GiB" "estimate $M --batch 2"; do
+  # shellcheck disable=SC2086  # the command's words
+  expect 2 "$cmd --max-nodes $LOW" "$BIN" $cmd --max-nodes "$LOW"
+  one_error "$cmd --max-nodes $LOW" "$over"
+done
+for cmd in "plan $M --batch 2" "inspect $M" "check $M --batch 2 --budget 8GiB" \
+  "check --config $T/nodes.json" "advise $M --budget 8GiB --precision fp32 --checkpoint none" \
+  "sweep $M --dim batch=1..2" "compare $M $M --precision fp32 --budget 8GiB" "estimate $M --batch 2"; do
+  for n in "$N" 1000000; do
+    # shellcheck disable=SC2086
+    expect 0 "$cmd --max-nodes $n" "$BIN" $cmd --max-nodes "$n"
+  done
+done
+# The default (500,000) is the limit without the flag: the same plan as at N.
+expect 0 "plan --max-nodes N json" "$BIN" plan "$M" --batch 2 --max-nodes "$N" --format json
+cp "$T/out" "$T/at_n.json"
+expect 0 "plan default json" "$BIN" plan "$M" --batch 2 --format json
+if cmp -s "$T/out" "$T/at_n.json"; then pass "--max-nodes N plans as the default"; else
+  fail "--max-nodes N changed the plan"
+fi
+# Bad values: exit 2, one line naming the flag.
+for v in 0 -0 -5 abc 010 0x10 1e6 1.5 "" 99999999999999999999; do
+  expect 2 "plan --max-nodes '$v'" "$BIN" plan "$M" --batch 2 --max-nodes "$v"
+  one_error "plan --max-nodes '$v'" "--max-nodes"
+done
+expect 2 "inspect --max-nodes 0" "$BIN" inspect "$M" --max-nodes 0
+one_error "inspect --max-nodes 0" "--max-nodes: '0' must be positive"
+
 finish

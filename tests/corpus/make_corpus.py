@@ -558,7 +558,8 @@ data = m.SerializeToString()
 with open(os.path.join(HERE, "huge_doc_string_valid.onnx.gz"), "wb") as f:
     f.write(gzip.compress(data, compresslevel=9, mtime=0))
 written.append("huge_doc_string_valid.onnx.gz")
-# A valid chain of 999,000 nodes, within the 1,000,000-node limit.
+# A valid chain of 999,000 nodes: over the default 500,000-node limit, within
+# --max-nodes 1000000.
 N = 999000
 nodes, prev = [], "x"
 for i in range(N):
