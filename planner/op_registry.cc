@@ -56,6 +56,7 @@ OpDef& OpTable::Add(const std::string& op_type, const OpDef& def) { return Add("
 OpDef& OpTable::Add(const std::string& domain, const std::string& op_type, const OpDef& def) {
   OpDef& slot = entries_[Key(domain, op_type)];
   slot = def;
+  if (domain.empty() || domain == "ai.onnx") default_domain_[op_type] = &slot;
   return slot;
 }
 
@@ -65,8 +66,12 @@ OpDef* OpTable::Mutable(const std::string& op_type) {
 }
 
 const OpDef* OpTable::Find(const std::string& domain, const std::string& op_type) const {
-  // Key() without its two strings per call: planning looks an op up several
-  // times per node.
+  if (domain.empty() || domain == "ai.onnx") {
+    auto it = default_domain_.find(op_type);
+    return it == default_domain_.end() ? nullptr : it->second;
+  }
+  // Key(domain, op_type) in a buffer kept per thread: a lookup allocates
+  // nothing.
   thread_local std::string key;
   key.clear();
   if (domain != "ai.onnx") key += domain;

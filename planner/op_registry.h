@@ -252,6 +252,9 @@ const std::unordered_map<std::string, OpDef>& AllOps();
 /// Registry used while building the table: one function per op family file.
 class OpTable {
  public:
+  OpTable() = default;
+  OpTable(const OpTable&) = delete;  ///< default_domain_ points into entries_.
+  OpTable& operator=(const OpTable&) = delete;
   /// Registers `def` and returns the stored entry (to set further facts).
   OpDef& Add(const std::string& op_type, const OpDef& def);
   OpDef& Add(const std::string& domain, const std::string& op_type, const OpDef& def);
@@ -264,6 +267,9 @@ class OpTable {
 
  private:
   std::unordered_map<std::string, OpDef> entries_;  // key "domain::op"
+  /// The default domain's entries by op type (a lookup builds no key; the
+  /// planner looks ops up several times per node and plan).
+  std::unordered_map<std::string, const OpDef*> default_domain_;
 };
 
 void RegisterShapeOps(OpTable* t);        ///< ops/shape_ops.cc
