@@ -1,5 +1,6 @@
 #include "planner/plan_model.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "planner/checkpoint.h"
@@ -50,14 +51,74 @@ Result<Plan> ModelPlanner::PlanStep(const ShapeBindings& bindings, const PlanOpt
   return plan;
 }
 
+void CandidatePlanner::KeepWork() {
+  Inferred& k = kept_[work_key_];
+  k.tensors.resize(work_.tensors.size());
+  for (size_t i = 0; i < work_.tensors.size(); ++i) {
+    Tensor& t = work_.tensors[i];
+    InferredTensor& to = k.tensors[i];
+    to.dtype = t.dtype;
+    to.shape_known = t.shape_known;
+    to.has_values = t.has_values;
+    to.is_sequence = t.is_sequence;
+    to.shape.swap(t.shape);
+    to.values.swap(t.values);
+    to.seq_shapes.swap(t.seq_shapes);
+  }
+  k.bound_symbols.swap(work_.bound_symbols);
+  k.batch_symbol.swap(work_.batch_symbol);
+  k.warnings.swap(work_warnings_);
+  kept_order_.push_back(work_key_);
+  kept_tensors_ += k.tensors.size();
+  while (kept_tensors_ > kept_limit_ && !kept_order_.empty()) {  // the oldest go first
+    auto old = kept_.find(kept_order_.front());
+    kept_tensors_ -= old->second.tensors.size();
+    kept_.erase(old);
+    kept_order_.erase(kept_order_.begin());
+  }
+}
+
+bool CandidatePlanner::RestoreWork(const std::string& key) {
+  auto kept = kept_.find(key);
+  if (kept == kept_.end()) return false;
+  Inferred& k = kept->second;
+  if (k.tensors.size() != work_.tensors.size()) return false;
+  // work_ holds the imported graph with some binding's inferred fields (or
+  // none): the fields no binding changes are as imported.
+  for (size_t i = 0; i < work_.tensors.size(); ++i) {
+    Tensor& t = work_.tensors[i];
+    InferredTensor& from = k.tensors[i];
+    t.dtype = from.dtype;
+    t.shape_known = from.shape_known;
+    t.has_values = from.has_values;
+    t.is_sequence = from.is_sequence;
+    t.shape.swap(from.shape);
+    t.values.swap(from.values);
+    t.seq_shapes.swap(from.seq_shapes);
+  }
+  work_.bound_symbols.swap(k.bound_symbols);
+  work_.batch_symbol.swap(k.batch_symbol);
+  work_warnings_.swap(k.warnings);
+  kept_tensors_ -= k.tensors.size();
+  kept_.erase(kept);
+  kept_order_.erase(std::find(kept_order_.begin(), kept_order_.end(), key));
+  return true;
+}
+
 Result<const Graph*> CandidatePlanner::Bind(const ShapeBindings& bindings) {
   const std::string key = BindingsKey(bindings);
   if (!work_key_.empty() && key == work_key_) return &work_;
-  // Shape inference writes tensors (and the bound symbols) only: with the
-  // imported tensors back, the graph is a fresh copy again.
+  if (!work_key_.empty()) KeepWork();
   work_key_.clear();
   work_warnings_.clear();
+  if (RestoreWork(key)) {
+    work_key_ = key;
+    return &work_;
+  }
+  // Shape inference writes tensors (and the bound symbols) only: with the
+  // imported tensors back, the graph is a fresh copy again.
   work_.tensors = imported_;
+  ++inferences_;
   Status s = InferShapes(&work_, bindings, &work_warnings_);
   if (!s.ok()) return s;
   work_key_ = key;

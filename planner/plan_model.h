@@ -56,12 +56,17 @@ class ModelPlanner {
 /// MarkCheckpointSegments), each placement's module paths. One copy of the
 /// graph is bound in turn to each binding asked (its tensors put back as
 /// imported, then shapes inferred: nothing else of a graph changes with the
-/// binding). A plan is PlanModel's for the same bindings and options, less
-/// what `detail` leaves out. Keeps a reference to `graph`.
+/// binding); the tensors inferred for earlier bindings are kept (up to
+/// kKeptTensors in all) and swapped back in when a binding comes again, as
+/// the next precision's search does. A plan is PlanModel's for the same
+/// bindings and options, less what `detail` leaves out. Keeps a reference to
+/// `graph`.
 class CandidatePlanner {
  public:
-  CandidatePlanner(const Graph& graph, const PlanOptions& base)
-      : work_(graph), imported_(graph.tensors), base_(base) {}
+  /// `kept_tensors`: the most tensors whose inferred fields are kept over
+  /// earlier bindings (kKeptTensors).
+  CandidatePlanner(const Graph& graph, const PlanOptions& base, size_t kept_tensors = kKeptTensors)
+      : work_(graph), imported_(graph.tensors), base_(base), kept_limit_(kept_tensors) {}
 
   /// The graph with shapes for `bindings`, or shape inference's error; valid
   /// until the next call with other bindings.
@@ -72,11 +77,48 @@ class CandidatePlanner {
                                       const std::vector<std::string>& checkpoint,
                                       PlanDetail detail);
 
+  /// Most tensors whose inferred shapes are kept by default, over all
+  /// earlier bindings (about 0.1 KiB each).
+  static constexpr size_t kKeptTensors = size_t{1} << 18;
+  /// Shape inference runs so far (each binding not found kept).
+  [[nodiscard]] int inferences() const { return inferences_; }
+
  private:
+  /// The fields of a tensor shape inference writes (InferShapes, BindInput,
+  /// the ops' shape functions); the others are the same for every binding.
+  struct InferredTensor {
+    DType dtype = DType::kUndefined;
+    bool shape_known = false;
+    bool has_values = false;
+    bool is_sequence = false;
+    std::vector<int64_t> shape;
+    std::vector<int64_t> values;
+    std::vector<std::vector<int64_t>> seq_shapes;
+  };
+  /// What shape inference wrote for one binding: those fields of every
+  /// tensor and the graph's symbols (nothing else of the graph changes).
+  struct Inferred {
+    std::vector<InferredTensor> tensors;
+    std::map<std::string, int64_t> bound_symbols;
+    std::string batch_symbol;
+    std::vector<std::string> warnings;
+  };
+  /// Moves what inference wrote for work_key_ into kept_ (work_'s inferred
+  /// fields are left empty).
+  void KeepWork();
+  /// Moves kept inference for `key` into work_ and out of kept_; false when
+  /// none is kept.
+  bool RestoreWork(const std::string& key);
   Graph work_;                              ///< Bound to work_key_'s bindings.
   std::vector<Tensor> imported_;            ///< The graph's tensors before any binding.
   std::string work_key_;                    ///< "": not bound (or its inference failed).
   std::vector<std::string> work_warnings_;  ///< Shape inference's, for work_key_.
+  /// Earlier bindings' inference, by bindings key, oldest first in kept_order_.
+  std::map<std::string, Inferred> kept_;
+  std::vector<std::string> kept_order_;
+  size_t kept_tensors_ = 0;
+  size_t kept_limit_ = kKeptTensors;
+  int inferences_ = 0;
   PlanOptions base_;
   /// Resolved module paths (or the error) by pattern list.
   std::map<std::vector<std::string>, Result<std::vector<std::string>>> resolved_;

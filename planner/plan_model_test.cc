@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,108 @@ Graph ConvNet() {
   b.Output("logits");
   b.g.Link();
   return b.g;
+}
+
+// Shape arithmetic on the batch: Shape -> Gather -> Concat -> Reshape (known
+// values that change with the binding), then a sequence, so that every field
+// shape inference writes differs between bindings.
+Graph ShapeMath() {
+  GraphBuilder b;
+  b.Input("x", {S("batch"), D(4), D(6)});
+  b.Ints("i0", {0});
+  b.Ints("minus1", {-1});
+  b.Op("Shape", {"x"}, {"shape"});
+  b.Op("Gather", {"shape", "i0"}, {"n"});
+  b.Op("Concat", {"n", "minus1"}, {"target"}).attrs["axis"] = testing_util::IntAttr(0);
+  b.Op("Reshape", {"x", "target"}, {"flat"});
+  b.Init("w", {24, 10});
+  b.Op("MatMul", {"flat", "w"}, {"logits"});
+  b.Op("SplitToSequence", {"logits"}, {"pieces"});
+  b.Output("logits");
+  b.g.Link();
+  return b.g;
+}
+
+void ExpectSameTensors(const Graph& kept, const Graph& fresh, const std::string& what) {
+  ASSERT_EQ(kept.tensors.size(), fresh.tensors.size()) << what;
+  for (size_t i = 0; i < kept.tensors.size(); ++i) {
+    const Tensor& a = kept.tensors[i];
+    const Tensor& b = fresh.tensors[i];
+    const std::string w = what + " tensor " + b.name;
+    EXPECT_EQ(a.name, b.name) << w;
+    EXPECT_EQ(a.dtype, b.dtype) << w;
+    EXPECT_EQ(a.kind, b.kind) << w;
+    EXPECT_EQ(a.producer, b.producer) << w;
+    EXPECT_EQ(a.consumers, b.consumers) << w;
+    EXPECT_EQ(a.shape_known, b.shape_known) << w;
+    EXPECT_EQ(a.shape, b.shape) << w;
+    EXPECT_EQ(a.has_values, b.has_values) << w;
+    EXPECT_EQ(a.values, b.values) << w;
+    EXPECT_EQ(a.is_sequence, b.is_sequence) << w;
+    EXPECT_EQ(a.seq_shapes, b.seq_shapes) << w;
+  }
+  EXPECT_EQ(kept.bound_symbols, fresh.bound_symbols) << what;
+  EXPECT_EQ(kept.batch_symbol, fresh.batch_symbol) << what;
+}
+
+// Bindings asked again get back the shapes inferred for them before (kept,
+// not inferred again), equal to a fresh inference field by field, also
+// after a binding that failed and once the oldest were dropped.
+TEST(CandidatePlanner, KeptShapesAreAFreshInference) {
+  for (const Graph& g : {ShapeMath(), Blocks(), ConvNet()}) {
+    CandidatePlanner kept(g, PlanOptions());
+    const std::vector<int64_t> batches = {2, 7, 0, 2, 1, 7, 7, 3, 1, 2};
+    std::vector<int64_t> inferred;
+    for (int64_t batch : batches) {
+      ShapeBindings bind;
+      bind.batch = batch;
+      std::vector<std::string> warnings;
+      auto fresh = BindShapes(g, bind, &warnings);
+      auto bound = kept.Bind(bind);
+      ASSERT_EQ(bound.ok(), fresh.ok()) << "batch " << batch;
+      if (!fresh.ok()) {
+        EXPECT_EQ(bound.message(), fresh.message());
+        continue;
+      }
+      ExpectSameTensors(*bound.value(), fresh.value(), "batch " + std::to_string(batch));
+    }
+    // 2, 7, 0 (refused), 1, 3: inferred once each.
+    EXPECT_EQ(kept.inferences(), 5);
+  }
+  const Graph g = ShapeMath();
+  ShapeBindings two;
+  two.batch = 2;
+  std::vector<std::string> warnings;
+  auto fresh = BindShapes(g, two, &warnings);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_TRUE(fresh->tensors[fresh->Find("target")].has_values);
+  EXPECT_TRUE(fresh->tensors[fresh->Find("pieces")].is_sequence);
+}
+
+// More bindings than the kept tensors hold: the oldest are inferred again,
+// and still equal a fresh inference.
+TEST(CandidatePlanner, KeptShapesDropTheOldestBeyondTheirLimit) {
+  const Graph g = ShapeMath();
+  const int64_t room = 4;
+  CandidatePlanner kept(g, PlanOptions(), room * g.tensors.size());
+  ShapeBindings bind;
+  for (int64_t batch = 1; batch <= room + 2; ++batch) {
+    bind.batch = batch;
+    ASSERT_TRUE(kept.Bind(bind).ok());
+  }
+  const int before = kept.inferences();
+  EXPECT_EQ(before, room + 2);
+  bind.batch = 1;  // dropped: inferred again
+  auto first = kept.Bind(bind);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(kept.inferences(), before + 1);
+  std::vector<std::string> warnings;
+  auto fresh = BindShapes(g, bind, &warnings);
+  ASSERT_TRUE(fresh.ok());
+  ExpectSameTensors(*first.value(), fresh.value(), "batch 1 again");
+  bind.batch = room;  // kept
+  ASSERT_TRUE(kept.Bind(bind).ok());
+  EXPECT_EQ(kept.inferences(), before + 1);
 }
 
 void ExpectSamePeak(const Peak& a, const Peak& b, const std::string& what) {
