@@ -179,9 +179,12 @@ struct Probe {
   int64_t device = 0;           ///< Reserved peak over the step + context.
   int64_t uncertain = 0;        ///< Allowance for unmeasured rules (UncertaintyBytes).
   bool int32_overflow = false;  ///< A 32-bit-indexing kernel would fail.
+  /// The plan stopped once sure not to fit (Plan::over_limit): `device` is
+  /// a lower bound, nothing else is filled in.
+  bool over_limit = false;
   /// What must fit the usable budget.
   int64_t Need() const { return device + uncertain; }
-  bool Fits(int64_t usable) const { return !int32_overflow && Need() <= usable; }
+  bool Fits(int64_t usable) const { return !over_limit && !int32_overflow && Need() <= usable; }
 };
 
 class Searcher {
@@ -216,16 +219,35 @@ class Searcher {
     return bound.value();
   }
 
-  Result<const Probe*> At(int64_t batch, Precision p, const std::vector<std::string>& ckpt) {
+  /// The probe of (batch, p, ckpt). With `fit_usable` >= 0 the caller reads
+  /// only whether it fits that budget: a plan sure to need more stops early
+  /// (Probe::over_limit), and such a probe is made again in full when asked
+  /// without.
+  Result<const Probe*> At(int64_t batch, Precision p, const std::vector<std::string>& ckpt,
+                          int64_t fit_usable = -1) {
     const std::string key = Key(p, ckpt, batch);
     auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second.get();
+    if (it != cache_.end() && (fit_usable >= 0 || !it->second->over_limit)) {
+      return it->second.get();
+    }
     auto g = Bound(batch);  // A shape error names the batch.
     if (!g.ok()) return g.status();
-    auto plan = planner_.PlanStep(BindingsAt(batch), p, ckpt, PlanDetail::kPeaks);
+    // Need = reserved + context + NCCL + allowance, the last two never
+    // negative: a reserved peak above usable - context cannot fit.
+    const int64_t limit =
+        fit_usable >= 0 ? std::max<int64_t>(0, fit_usable - r_.context_bytes) : -1;
+    auto plan = planner_.PlanStep(BindingsAt(batch), p, ckpt, PlanDetail::kPeaks, limit);
     ++plans_;
     if (r_.on_plan) r_.on_plan({r_.base.dist.strategy, p, ckpt.size(), batch});
     if (!plan.ok()) return Status::Error("batch " + std::to_string(batch) + ": " + plan.message());
+    if (plan->over_limit) {
+      auto probe = std::make_unique<Probe>();
+      probe->over_limit = true;
+      probe->device = plan->peak.reserved_bytes + r_.context_bytes;
+      const Probe* out = probe.get();
+      cache_[key] = std::move(probe);
+      return out;
+    }
     auto probe = std::make_unique<Probe>();
     probe->saved = SavedActivationBytes(plan.value());
     probe->plan = std::move(plan.value());
@@ -238,13 +260,15 @@ class Searcher {
     probe->uncertain = UncertaintyBytes(pl);
     probe->int32_overflow = pl.int32_overflow.elements > 0;
     const Probe* out = probe.get();
-    cache_[key] = std::move(probe);
+    std::unique_ptr<Probe>& slot = cache_[key];
+    if (slot) replaced_.push_back(std::move(slot));  // an over_limit one: still pointed to
+    slot = std::move(probe);
     return out;
   }
 
   FitFn Fits(Precision p, const std::vector<std::string>& ckpt, int64_t usable) {
     return [this, p, ckpt, usable](int64_t batch) -> Result<bool> {
-      auto probe = At(batch, p, ckpt);
+      auto probe = At(batch, p, ckpt, usable);
       if (!probe.ok()) return probe.status();
       return probe.value()->Fits(usable);
     };
@@ -254,6 +278,7 @@ class Searcher {
   CandidatePlanner planner_;
   const AdviseRequest& r_;
   std::map<std::string, std::unique_ptr<Probe>> cache_;
+  std::vector<std::unique_ptr<Probe>> replaced_;
   int plans_ = 0;
 };
 
@@ -451,9 +476,11 @@ Result<Advice> AdviseOneStrategy(const Graph& g, const AdviseRequest& r) {
       c.headroom_bytes = r.budget_bytes - c.device_bytes;
       if (c.batch > 0 && c.batch < cap) {
         // Stopped by a kernel limit rather than by memory?
-        auto next = s.At(c.batch + 1, p, c.checkpoint);
+        // Only a probe that is not over the budget matters here.
+        auto next = s.At(c.batch + 1, p, c.checkpoint, usable);
         if (!next.ok()) return next.status();
-        if (next.value()->int32_overflow && next.value()->Need() <= usable) {
+        if (!next.value()->over_limit && next.value()->int32_overflow &&
+            next.value()->Need() <= usable) {
           const KernelLimit& k = next.value()->plan.int32_overflow;
           c.note = "batch limited by a 32-bit kernel index: at batch " +
                    std::to_string(c.batch + 1) + ", node '" + k.node + "' (" + k.op_type +

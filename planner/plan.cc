@@ -74,7 +74,8 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& requeste
 }
 
 Result<Plan> MakePlanFrom(const Graph& g, int64_t batch, const PlanOptions& options,
-                          const ScheduleSource& schedules, PlanDetail detail) {
+                          const ScheduleSource& schedules, PlanDetail detail,
+                          int64_t reserved_limit) {
   Status dist = CheckDistOptions(options.dist, options.mode);
   if (!dist.ok()) return dist;
   // What the export cannot tell (which cuDNN engines run fp32 convolutions,
@@ -101,8 +102,12 @@ Result<Plan> MakePlanFrom(const Graph& g, int64_t batch, const PlanOptions& opti
     for (InPlace ip : inplace) {
       o.inplace = ip;
       bool in_place_matters = true;
-      auto plan = PlanSchedule(g, batch, o, *sched.value(), detail, &in_place_matters);
+      auto plan =
+          PlanSchedule(g, batch, o, *sched.value(), detail, &in_place_matters, reserved_limit);
       if (!plan.ok()) return plan;
+      // Above the limit in one variant: the kept one's reserved peak (the
+      // largest of all) is above it too.
+      if (plan->over_limit) return plan;
       const Peak* peaks[3] = {&plan->peak, &plan->first_step, &plan->steady};
       const bool takes_timeline = !have || plan->peak.allocated_bytes > most[0].allocated_bytes;
       const bool kept = !have || plan->peak.device_bytes > keep->peak.device_bytes;

@@ -198,6 +198,9 @@ struct Plan {
   /// `largest_tensor` for any op.
   KernelLimit int32_overflow;
   KernelLimit largest_tensor;  ///< The tensor with the most elements.
+  /// MakePlanFrom stopped at its reserved_limit: only peak.reserved_bytes (a
+  /// lower bound of the reserved peak, above the limit) is filled in.
+  bool over_limit = false;
 };
 
 /// The default CUDA context + library state, measured on an H200 (torch 2.11).
@@ -221,8 +224,18 @@ using ScheduleSource = std::function<Result<const Schedule*>(const PlanOptions& 
 /// options.checkpoint_segments already resolved to module paths
 /// (ResolveCheckpointModules): the same plan MakePlan makes from the same
 /// schedules, less what `detail` leaves out.
+///
+/// `reserved_limit` >= 0 is a fit test's: as soon as one variant's reserved
+/// peak is sure to be above it (the most live bytes its simulation holds,
+/// which the reserved bytes never go below, or its replayed reserved peak),
+/// the plan stops and comes back with over_limit set. The plan's reserved
+/// peak, the largest over its variants, would be above the limit too.
+/// Ignored (the full plan is made) with options.allocator.device_limit set
+/// (the replay may stop at an out-of-memory) and for data-parallel
+/// strategies (a rank's peak is not the process's).
 Result<Plan> MakePlanFrom(const Graph& g, int64_t batch, const PlanOptions& options,
-                          const ScheduleSource& schedules, PlanDetail detail);
+                          const ScheduleSource& schedules, PlanDetail detail,
+                          int64_t reserved_limit = -1);
 
 }  // namespace memplan
 

@@ -127,7 +127,7 @@ Result<const Graph*> CandidatePlanner::Bind(const ShapeBindings& bindings) {
 
 Result<Plan> CandidatePlanner::PlanStep(const ShapeBindings& bindings, Precision precision,
                                         const std::vector<std::string>& checkpoint,
-                                        PlanDetail detail) {
+                                        PlanDetail detail, int64_t reserved_limit) {
   auto bound = Bind(bindings);
   if (!bound.ok()) return bound.status();
   const Graph& g = *bound.value();
@@ -160,8 +160,8 @@ Result<Plan> CandidatePlanner::PlanStep(const ShapeBindings& bindings, Precision
     }
     return it->second.get();
   };
-  auto plan = MakePlanFrom(g, bindings.batch, options, schedule_of, detail);
-  if (!plan.ok()) return plan;
+  auto plan = MakePlanFrom(g, bindings.batch, options, schedule_of, detail, reserved_limit);
+  if (!plan.ok() || plan->over_limit) return plan;
   plan->warnings.insert(plan->warnings.begin(), work_warnings_.begin(), work_warnings_.end());
   return plan;
 }

@@ -72,10 +72,12 @@ class CandidatePlanner {
   /// until the next call with other bindings.
   [[nodiscard]] Result<const Graph*> Bind(const ShapeBindings& bindings);
   /// The plan of `base` at `bindings`, with `precision` and `checkpoint`
-  /// (module patterns, as PlanOptions::checkpoint_segments).
+  /// (module patterns, as PlanOptions::checkpoint_segments); with
+  /// `reserved_limit` >= 0, one sure to reserve more stops early
+  /// (Plan::over_limit; MakePlanFrom).
   [[nodiscard]] Result<Plan> PlanStep(const ShapeBindings& bindings, Precision precision,
-                                      const std::vector<std::string>& checkpoint,
-                                      PlanDetail detail);
+                                      const std::vector<std::string>& checkpoint, PlanDetail detail,
+                                      int64_t reserved_limit = -1);
 
   /// Most tensors whose inferred shapes are kept by default, over all
   /// earlier bindings (about 0.1 KiB each).

@@ -286,6 +286,87 @@ TEST(CandidatePlanner, KeptSchedulesPlanLikeFreshPlans) {
   }
 }
 
+// A fit test's limit: a plan stops early only when the full plan's reserved
+// peak is above the limit, and below it the plan is the full one. Limits
+// around the reserved peak and the allocated peak (where the live-bytes
+// bound and the replayed peak decide), over graphs with one and with
+// several variants, precisions, batches and placements.
+TEST(CandidatePlanner, AReservedLimitStopsOnlyPlansAboveIt) {
+  for (const Graph& g : {Blocks(), ConvNet()}) {
+    PlanOptions base;
+    base.mode = Mode::kTrain;
+    base.optimizer = Optimizer::kAdamW;
+    CandidatePlanner kept(g, base);
+    int stopped = 0, stopped_before_replay = 0, full = 0;
+    for (Precision p : {Precision::kFp32, Precision::kAmpBf16}) {
+      for (const std::vector<std::string>& ckpt :
+           {std::vector<std::string>{}, std::vector<std::string>{"layers.1", "stage1"}}) {
+        std::vector<std::string> exists;
+        for (const std::string& m : ckpt) {
+          if (g.nodes.end() != std::find_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) {
+                return n.scope.rfind(m, 0) == 0;
+              })) {
+            exists.push_back(m);
+          }
+        }
+        for (int64_t batch : {1, 4, 32}) {
+          ShapeBindings bind;
+          bind.batch = batch;
+          PlanOptions o = base;
+          o.precision = p;
+          o.checkpoint_segments = exists;
+          auto fresh = PlanModel(g, bind, o);
+          ASSERT_TRUE(fresh.ok()) << fresh.message();
+          const int64_t reserved = fresh->peak.reserved_bytes;
+          const int64_t allocated = fresh->peak.allocated_bytes;
+          for (int64_t limit : {int64_t{0}, allocated / 2, allocated - 1, allocated, reserved - 1,
+                                reserved, reserved + 1}) {
+            auto plan = kept.PlanStep(bind, p, exists, PlanDetail::kPeaks, limit);
+            ASSERT_TRUE(plan.ok()) << plan.message();
+            const std::string what = std::string(PrecisionName(p)) + " batch " +
+                                     std::to_string(batch) + " limit " + std::to_string(limit);
+            if (plan->over_limit) {
+              ++stopped;
+              EXPECT_GT(reserved, limit) << what;
+              EXPECT_GT(plan->peak.reserved_bytes, limit) << what;
+              EXPECT_LE(plan->peak.reserved_bytes, reserved) << what;
+              if (plan->peak.reserved_bytes < reserved) ++stopped_before_replay;
+            } else {
+              ++full;
+              ExpectSamePlan(plan.value(), fresh.value(), PlanDetail::kPeaks, what);
+            }
+          }
+          // reserved - 1 is below the kept variant's reserved peak.
+          auto just_under = kept.PlanStep(bind, p, exists, PlanDetail::kPeaks, reserved - 1);
+          ASSERT_TRUE(just_under.ok());
+          EXPECT_TRUE(just_under->over_limit) << batch;
+        }
+      }
+    }
+    EXPECT_GT(stopped, 0);
+    EXPECT_GT(stopped_before_replay, 0);  // the live bytes alone were over the limit
+    EXPECT_GT(full, 0);
+  }
+}
+
+// No early stop where the replay may end at an out-of-memory (a device
+// limit): the full plan comes back.
+TEST(CandidatePlanner, AReservedLimitIsIgnoredWithADeviceLimit) {
+  const Graph g = Blocks();
+  PlanOptions base;
+  base.mode = Mode::kTrain;
+  base.allocator.device_limit = int64_t{1} << 40;
+  CandidatePlanner kept(g, base);
+  ShapeBindings bind;
+  bind.batch = 8;
+  auto plan = kept.PlanStep(bind, Precision::kFp32, {}, PlanDetail::kPeaks, 0);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  EXPECT_FALSE(plan->over_limit);
+  auto fresh = PlanModel(g, bind, base);
+  ASSERT_TRUE(fresh.ok());
+  ExpectSamePlan(plan.value(), fresh.value(), PlanDetail::kPeaks, "device limit");
+}
+
 TEST(CandidatePlanner, PlacementErrorsAreMakePlansErrors) {
   const Graph g = Blocks();
   PlanOptions base;

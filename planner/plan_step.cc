@@ -8,6 +8,7 @@
 #include "planner/distributed.h"
 #include "planner/kernels.h"
 #include "planner/peaks.h"
+#include "planner/shape_inference.h"
 #include "planner/simulator.h"
 #include "planner/timeline.h"
 
@@ -26,10 +27,37 @@ std::string ModuleOfOp(const Graph& g, const Schedule& s, const std::string& lab
   return "";
 }
 
+// The most bytes live at once over events [e0, e1) as the simulation
+// requested them: the allocator's blocks are never smaller than their
+// requests, its segments never hold less than their blocks, so the
+// replayed reserved peak over those events is at least this. -1 when an
+// event asks for a size the replay would refuse (it must report that).
+int64_t LiveBytesPeak(const Simulator& sim, size_t e0, size_t e1) {
+  std::vector<int64_t> live(sim.storages.size(), -1);
+  int64_t now = 0, most = 0;
+  for (size_t e = 0; e < e1 && e < sim.events.size(); ++e) {
+    const MemEvent& ev = sim.events[e];
+    const int st = sim.event_storage[e];
+    if (ev.empty_cache || st < 0) continue;
+    if (ev.is_alloc) {
+      if (ev.bytes < 0 || ev.bytes > kMaxTensorBytes) return -1;
+      if (live[st] >= 0) return -1;  // not one allocation per storage: no bound
+      live[st] = ev.bytes;
+      now += ev.bytes;
+    } else if (live[st] >= 0) {
+      now -= live[st];
+      live[st] = -1;
+    }
+    if (e >= e0) most = std::max(most, now);
+  }
+  return most;
+}
+
 }  // namespace
 
 Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& options,
-                          const Schedule& s, PlanDetail detail, bool* in_place_matters) {
+                          const Schedule& s, PlanDetail detail, bool* in_place_matters,
+                          int64_t reserved_limit) {
   if (options.mode == Mode::kTrain && s.logits < 0) {
     return Status::Error(g.source + ": the graph has no output to put a loss on");
   }
@@ -65,6 +93,27 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
   sim.stop_when_steady = options.mode == Mode::kTrain && !options.keep_events && !data_parallel;
   sim.Run();
   if (in_place_matters != nullptr) *in_place_matters = sim.in_place_matters;
+  if (reserved_limit >= 0 && options.allocator.device_limit == 0 && !data_parallel &&
+      !sim.iteration_events.empty()) {
+    // The events of the reported peak, as below: inference spans every pass,
+    // training is the first step or the steady one (where the simulation
+    // stopped after the second, a third would make the same events from the
+    // same live storages).
+    const auto& it = sim.iteration_events;
+    size_t e0 = it.front().first, e1 = it.back().second;
+    if (options.mode == Mode::kTrain) {
+      size_t k = options.step == StepKind::kFirst ? 0 : sim.steady_repeats ? 1 : 2;
+      k = std::min(k, it.size() - 1);
+      e0 = it[k].first;
+      e1 = it[k].second;
+    }
+    const int64_t live = LiveBytesPeak(sim, e0, e1);
+    if (live > reserved_limit) {
+      plan.over_limit = true;
+      plan.peak.reserved_bytes = live;
+      return plan;
+    }
+  }
   CachingAllocatorReplay replay(options.allocator);
   bool repeated = false;
   Status replayed;
@@ -96,6 +145,11 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
     plan.first_step = PeakOf(sim, res, it[0].first, it[0].second, options);
     plan.steady = PeakOf(sim, res, it[steady].first, it[steady].second, options);
     plan.peak = options.step == StepKind::kFirst ? plan.first_step : plan.steady;
+  }
+  if (reserved_limit >= 0 && options.allocator.device_limit == 0 && !data_parallel &&
+      plan.peak.reserved_bytes > reserved_limit) {
+    plan.over_limit = true;
+    return plan;
   }
   for (Peak* p : {&plan.peak, &plan.first_step, &plan.steady}) {
     p->device_bytes = p->reserved_bytes + plan.context_bytes;
