@@ -51,23 +51,29 @@ Result<Plan> ModelPlanner::PlanStep(const ShapeBindings& bindings, const PlanOpt
   return plan;
 }
 
+// Exchanges what shape inference wrote in work_ with `k` (both ways: keep
+// and restore are the same swap).
+void CandidatePlanner::SwapInferred(Inferred* k) {
+  for (size_t i = 0; i < work_.tensors.size(); ++i) {
+    Tensor& t = work_.tensors[i];
+    InferredTensor& o = k->tensors[i];
+    std::swap(o.dtype, t.dtype);
+    std::swap(o.shape_known, t.shape_known);
+    std::swap(o.has_values, t.has_values);
+    std::swap(o.is_sequence, t.is_sequence);
+    o.shape.swap(t.shape);
+    o.values.swap(t.values);
+    o.seq_shapes.swap(t.seq_shapes);
+  }
+  k->bound_symbols.swap(work_.bound_symbols);
+  k->batch_symbol.swap(work_.batch_symbol);
+  k->warnings.swap(work_warnings_);
+}
+
 void CandidatePlanner::KeepWork() {
   Inferred& k = kept_[work_key_];
   k.tensors.resize(work_.tensors.size());
-  for (size_t i = 0; i < work_.tensors.size(); ++i) {
-    Tensor& t = work_.tensors[i];
-    InferredTensor& to = k.tensors[i];
-    to.dtype = t.dtype;
-    to.shape_known = t.shape_known;
-    to.has_values = t.has_values;
-    to.is_sequence = t.is_sequence;
-    to.shape.swap(t.shape);
-    to.values.swap(t.values);
-    to.seq_shapes.swap(t.seq_shapes);
-  }
-  k.bound_symbols.swap(work_.bound_symbols);
-  k.batch_symbol.swap(work_.batch_symbol);
-  k.warnings.swap(work_warnings_);
+  SwapInferred(&k);
   kept_order_.push_back(work_key_);
   kept_tensors_ += k.tensors.size();
   while (kept_tensors_ > kept_limit_ && !kept_order_.empty()) {  // the oldest go first
@@ -85,20 +91,7 @@ bool CandidatePlanner::RestoreWork(const std::string& key) {
   if (k.tensors.size() != work_.tensors.size()) return false;
   // work_ holds the imported graph with some binding's inferred fields (or
   // none): the fields no binding changes are as imported.
-  for (size_t i = 0; i < work_.tensors.size(); ++i) {
-    Tensor& t = work_.tensors[i];
-    InferredTensor& from = k.tensors[i];
-    t.dtype = from.dtype;
-    t.shape_known = from.shape_known;
-    t.has_values = from.has_values;
-    t.is_sequence = from.is_sequence;
-    t.shape.swap(from.shape);
-    t.values.swap(from.values);
-    t.seq_shapes.swap(from.seq_shapes);
-  }
-  work_.bound_symbols.swap(k.bound_symbols);
-  work_.batch_symbol.swap(k.batch_symbol);
-  work_warnings_.swap(k.warnings);
+  SwapInferred(&k);
   kept_tensors_ -= k.tensors.size();
   kept_.erase(kept);
   kept_order_.erase(std::find(kept_order_.begin(), kept_order_.end(), key));

@@ -108,6 +108,8 @@ class CandidatePlanner {
   /// Moves what inference wrote for work_key_ into kept_ (work_'s inferred
   /// fields are left empty).
   void KeepWork();
+  /// Exchanges shape inference's fields of work_ with `k`'s.
+  void SwapInferred(Inferred* k);
   /// Moves kept inference for `key` into work_ and out of kept_; false when
   /// none is kept.
   bool RestoreWork(const std::string& key);
