@@ -66,7 +66,7 @@ class CandidatePlanner {
   /// `kept_tensors`: the most tensors whose inferred fields are kept over
   /// earlier bindings (kKeptTensors).
   CandidatePlanner(const Graph& graph, const PlanOptions& base, size_t kept_tensors = kKeptTensors)
-      : work_(graph), imported_(graph.tensors), base_(base), kept_limit_(kept_tensors) {}
+      : work_(graph), imported_(graph.tensors), kept_limit_(kept_tensors), base_(base) {}
 
   /// The graph with shapes for `bindings`, or shape inference's error; valid
   /// until the next call with other bindings.
