@@ -28,6 +28,14 @@ Every phase records max_memory_allocated / max_memory_reserved (reset at its
 start), memory_allocated / memory_reserved at its end, cudaMalloc and cudaFree
 counts (num_device_alloc / num_device_free) and its synchronised wall time.
 Prints one JSON line.
+
+WHATIF_TRACE=FILE in the environment also records the caching allocator's
+trace (torch.cuda.memory._record_memory_history) from before the model is
+built until the "epoch_end" empty_cache(), and writes it to FILE as
+bench/families.py trace does (the JSON line's fields, then "events": action,
+address, size, frames), plus "kept": after that empty_cache, every segment
+still reserved with its live blocks (size, frames): what pins it. The
+events replay through memplan's allocator model (build/bench/trace_replay).
 """
 import json
 import os
@@ -49,6 +57,35 @@ def build(name, batch):
         return model, (ckpt_validate.make_input(spec, batch),), "cls" if name == "resnet50" else "tokens"
     spec = families.MODELS[name]
     return spec[0](), spec[1](batch, "cuda"), spec[4]
+
+
+def frame_summary(frames):
+    """The innermost frames that name a module, a model file or a torch function."""
+    keep = []
+    for f in frames:
+        fn = f.get("filename", "")
+        if any(s in fn for s in ("torch/nn", "torchvision", "transformers", "torch/optim",
+                                  "torch/autograd", "torch/_tensor", "torch/functional",
+                                  "families.py", "ckpt_validate.py", "allocator_whatif.py")):
+            keep.append(f"{fn.split('/')[-1]}:{f.get('line')}:{f.get('name')}")
+        if len(keep) >= 4:
+            break
+    return "|".join(keep)
+
+
+def write_trace(path, rec):
+    """The recorded trace and the blocks that keep each segment reserved."""
+    snap = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    events = [[e["action"], e["addr"], e["size"], frame_summary(e.get("frames", []))]
+              for e in snap["device_traces"][0]
+              if e["action"] in ("alloc", "free_completed", "segment_alloc", "segment_free")]
+    kept = [dict(address=s["address"], total_size=s["total_size"], pool=s.get("segment_type"),
+                 live=[[b["size"], frame_summary(b.get("frames", []))] for b in s["blocks"]
+                       if b["state"] == "active_allocated"])
+            for s in snap["segments"]]
+    with open(path, "w") as f:
+        json.dump(dict(rec, events=events, kept=kept), f)
 
 
 def counters():
@@ -76,6 +113,9 @@ def main():
     name, batch, prec, config = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
     torch.backends.cudnn.benchmark = False
     torch.manual_seed(0)
+    trace = os.environ.get("WHATIF_TRACE")
+    if trace:
+        torch.cuda.memory._record_memory_history(max_entries=3_000_000, stacks="python")
     model, xs, loss_kind = build(name, batch)
     model = model.cuda().train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -121,6 +161,9 @@ def main():
             r = phase(fn)
             r.update(phase=label, reserved_before=reserved_before)
             phases.append(r)
+            if trace and label == "empty_cache_epoch_end":
+                write_trace(trace, dict(rec, mode="train", phases=list(phases)))
+                trace = None
     except torch.cuda.OutOfMemoryError as e:
         rec["error"] = "oom: " + str(e)[:600]
     rec["phases"] = phases

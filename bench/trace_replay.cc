@@ -4,15 +4,44 @@
 // (stdin). Exit 1 when the segment totals differ.
 //
 //   zcat bench/results/traces/resnet18_train_32_fp32.json.gz | ./build/bench/trace_replay
+//
+// With a setting (--expandable_segments, --max_split_size_mb N) the same events
+// are replayed under it (PyTorch's own segments then are the default's, so the
+// exit status says nothing); --empty_cache appends torch.cuda.empty_cache()
+// after the last event. Either prints the model's reserved peak and, with
+// --empty_cache, what stays reserved: the allocator model's figures for the
+// recorded program order and sizes (bench/allocator_whatif_compare.py's
+// measurements hold the real ones).
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "planner/allocator_sim.h"
 
-int main() {
+int main(int argc, char** argv) {
+  memplan::AllocatorConfig config;
+  bool empty_cache = false;
+  bool setting = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--expandable_segments") {
+      config.expandable_segments = true;
+      setting = true;
+    } else if (arg == "--max_split_size_mb" && i + 1 < argc) {
+      config.max_split_size = std::atoll(argv[++i]) << 20;
+      setting = true;
+    } else if (arg == "--empty_cache") {
+      empty_cache = true;
+      setting = true;
+    } else {
+      std::fprintf(stderr, "trace_replay: %s: unknown flag\n", arg.c_str());
+      return 2;
+    }
+  }
   nlohmann::json trace;
   try {
     std::cin >> trace;
@@ -42,7 +71,13 @@ int main() {
       ++real_count;
     }
   }
-  auto r = memplan::SimulateCachingAllocator(events, memplan::AllocatorConfig());
+  if (empty_cache) {
+    memplan::MemEvent ec;
+    ec.empty_cache = true;
+    ec.is_alloc = false;
+    events.push_back(ec);
+  }
+  auto r = memplan::SimulateCachingAllocator(events, config);
   if (!r.ok()) {
     std::fprintf(stderr, "trace_replay: %s\n", r.message().c_str());
     return 2;
@@ -53,5 +88,14 @@ int main() {
               trace.value("model", "?").c_str(), trace.value("mode", "?").c_str(),
               static_cast<long long>(trace.value("batch", 0)), static_cast<long long>(real_count),
               real_segments / 1048576.0, r->segment_bytes.size(), sim_segments / 1048576.0);
+  if (setting) {
+    std::printf("  model reserved peak %.1f MiB%s", r->peak_reserved / 1048576.0,
+                empty_cache ? "" : "\n");
+    if (empty_cache) {
+      std::printf(", after empty_cache %.1f MiB (allocated %.1f MiB)\n",
+                  r->reserved_after.back() / 1048576.0, r->allocated_after.back() / 1048576.0);
+    }
+    return 0;
+  }
   return sim_segments == real_segments ? 0 : 1;
 }
