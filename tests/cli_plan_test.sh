@@ -197,4 +197,13 @@ if [ -s "$T/out" ]; then fail "stdout on error: $(head -c 200 "$T/out")"; else
   pass "stdout empty on error"
 fi
 
+# The heap reserved up front for huge pages (main.cc) is sized within an
+# address-space limit: under ulimit -v a plan still runs, with the same answer.
+expect 0 "plan" "$BIN" plan "$R18" --batch 2 --format json
+cp "$T/out" "$T/unlimited.json"
+expect 0 "plan under ulimit -v 300000" bash -c 'ulimit -v 300000 && exec "$@"' _ \
+  "$BIN" plan "$R18" --batch 2 --format json
+cmp -s "$T/out" "$T/unlimited.json" && pass "same plan under ulimit -v" ||
+  fail "plan under ulimit -v differs from the unlimited one"
+
 finish
