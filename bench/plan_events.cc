@@ -8,7 +8,10 @@
 // The last two pick one variant of what the export does not say (the fp32
 // cuDNN engine kind, in-place activations); by default the plan's own choice.
 // MEMPLAN_LORA=SPEC, MEMPLAN_WEIGHTS=FORMAT and MEMPLAN_MODEL_LOAD=LOAD in the
-// environment add --lora, --weights and --model-load.
+// environment add --lora, --weights and --model-load. MEMPLAN_PLACEMENTS=1
+// appends each event's id and where an allocation landed: #ID @SEGMENT:OFFSET/BLOCK
+// (bytes), and
+// the segments' sizes after the peak line.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -82,6 +85,7 @@ int main(int argc, char** argv) {
   if (!plan.ok()) return Fail(plan.message());
   auto sim = memplan::SimulateCachingAllocator(plan->events, options->allocator);
   if (!sim.ok()) return Fail(sim.message());
+  const bool placements = std::getenv("MEMPLAN_PLACEMENTS") != nullptr;
   std::unordered_map<int64_t, int64_t> bytes_of;
   for (size_t e = 0; e < plan->events.size(); ++e) {
     const memplan::MemEvent& ev = plan->events[e];
@@ -90,15 +94,28 @@ int main(int argc, char** argv) {
       continue;
     }
     if (ev.is_alloc) bytes_of[ev.id] = ev.bytes;
-    std::printf("%zu %s %s %s %c%lld %lld %lld\n", e, memplan::PhaseName(plan->event_phases[e]),
+    std::printf("%zu %s %s %s %c%lld %lld %lld", e, memplan::PhaseName(plan->event_phases[e]),
                 plan->event_nodes[e].c_str(), memplan::CategoryName(plan->event_categories[e]),
                 ev.is_alloc ? '+' : '-',
                 static_cast<long long>(ev.is_alloc ? ev.bytes : bytes_of[ev.id]),
                 static_cast<long long>(sim->allocated_after[e]),
                 static_cast<long long>(sim->reserved_after[e]));
+    const memplan::Placement& at = sim->placements[e];
+    if (placements) std::printf(" #%lld", static_cast<long long>(ev.id));
+    if (placements && ev.is_alloc && at.segment >= 0) {
+      std::printf(" @%d:%lld/%lld", at.segment, static_cast<long long>(at.offset),
+                  static_cast<long long>(at.block));
+    }
+    std::printf("\n");
   }
   std::printf("peak allocated %lld reserved %lld at %s\n",
               static_cast<long long>(plan->peak.allocated_bytes),
               static_cast<long long>(plan->peak.reserved_bytes), plan->peak.node.c_str());
+  if (placements) {
+    for (size_t k = 0; k < sim->segment_bytes.size(); ++k) {
+      std::printf("segment %zu %lld created at event %zu\n", k,
+                  static_cast<long long>(sim->segment_bytes[k]), sim->segment_created[k]);
+    }
+  }
   return 0;
 }

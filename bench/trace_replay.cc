@@ -8,10 +8,12 @@
 // With a setting (--expandable_segments, --max_split_size_mb N) the same events
 // are replayed under it (PyTorch's own segments then are the default's, so the
 // exit status says nothing); --empty_cache appends torch.cuda.empty_cache()
-// after the last event. Either prints the model's reserved peak and, with
-// --empty_cache, what stays reserved: the allocator model's figures for the
-// recorded program order and sizes (bench/allocator_whatif_compare.py's
+// after the last event, and an event ["empty_cache", 0, 0] (a script's, not
+// PyTorch's) calls it there. Either prints the model's reserved peak (before the last empty_cache)
+// and, after an empty_cache, what stays reserved and the peak after it: the allocator model's
+// figures for the recorded program order and sizes (bench/allocator_whatif_compare.py's
 // measurements hold the real ones).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -66,6 +68,12 @@ int main(int argc, char** argv) {
       if (it == live.end()) continue;  // allocated before recording began
       events.push_back({it->second, 0, false});
       live.erase(it);
+    } else if (action == "empty_cache") {  // written by a script, not by PyTorch
+      memplan::MemEvent ec;
+      ec.empty_cache = true;
+      ec.is_alloc = false;
+      events.push_back(ec);
+      setting = true;
     } else if (action == "segment_alloc") {
       real_segments += size;
       ++real_count;
@@ -89,12 +97,25 @@ int main(int argc, char** argv) {
               static_cast<long long>(trace.value("batch", 0)), static_cast<long long>(real_count),
               real_segments / 1048576.0, r->segment_bytes.size(), sim_segments / 1048576.0);
   if (setting) {
-    std::printf("  model reserved peak %.1f MiB%s", r->peak_reserved / 1048576.0,
-                empty_cache ? "" : "\n");
-    if (empty_cache) {
-      std::printf(", after empty_cache %.1f MiB (allocated %.1f MiB)\n",
-                  r->reserved_after.back() / 1048576.0, r->allocated_after.back() / 1048576.0);
+    size_t last = events.size();  // the last empty_cache()
+    for (size_t i = 0; i < events.size(); ++i) {
+      if (events[i].empty_cache) last = i;
     }
+    int64_t before_peak = 0;  // the reserved peak before it
+    for (size_t i = 0; i < std::min(last, r->reserved_after.size()); ++i) {
+      before_peak = std::max(before_peak, r->reserved_after[i]);
+    }
+    std::printf("  model reserved peak %.1f MiB", before_peak / 1048576.0);
+    if (last < events.size()) {
+      int64_t after_peak = 0;
+      for (size_t i = last; i < r->reserved_after.size(); ++i) {
+        after_peak = std::max(after_peak, r->reserved_after[i]);
+      }
+      std::printf(", after empty_cache %.1f MiB (allocated %.1f MiB), peak after it %.1f MiB\n",
+                  r->reserved_after[last] / 1048576.0, r->allocated_after[last] / 1048576.0,
+                  after_peak / 1048576.0);
+    }
+    std::printf("\n");
     return 0;
   }
   return sim_segments == real_segments ? 0 : 1;
