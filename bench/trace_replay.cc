@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
                   r->reserved_after[last] / 1048576.0, r->allocated_after[last] / 1048576.0,
                   after_peak / 1048576.0);
     }
-    std::printf("\n");
+    if (last == events.size()) std::printf("\n");
     return 0;
   }
   return sim_segments == real_segments ? 0 : 1;

@@ -261,6 +261,39 @@ size_t LastIterationStart(const Plan& p) {
   return 0;
 }
 
+// The options of the variant a plan of `options` keeps, with what the export
+// cannot tell (which cuDNN engines run fp32 convolutions, whether activations
+// run in place) fixed: MakePlanFrom plans every way and keeps the first plan
+// with the largest device peak; this plans the same ways and picks the same.
+Result<PlanOptions> KeptVariant(ModelPlanner& planner, const ShapeBindings& bindings,
+                                const PlanOptions& options) {
+  std::vector<Fp32ConvCopies> convs = {options.fp32_conv};
+  if (options.fp32_conv == Fp32ConvCopies::kBoth) {
+    convs = {Fp32ConvCopies::kAll, Fp32ConvCopies::kInputOnly};
+  }
+  std::vector<InPlace> inplace = {options.inplace};
+  if (options.inplace == InPlace::kBoth) inplace = {InPlace::kOff, InPlace::kOn};
+  PlanOptions kept = options;
+  if (convs.size() == 1 && inplace.size() == 1) return kept;
+  int64_t most = -1;
+  for (Fp32ConvCopies c : convs) {
+    for (InPlace ip : inplace) {
+      PlanOptions o = options;
+      o.keep_events = false;
+      o.fp32_conv = c;
+      o.inplace = ip;
+      auto plan = planner.PlanStep(bindings, o);
+      if (!plan.ok()) return plan.status();
+      if (plan->peak.device_bytes > most) {
+        most = plan->peak.device_bytes;
+        kept = o;
+      }
+    }
+  }
+  kept.keep_events = options.keep_events;
+  return kept;
+}
+
 }  // namespace
 
 Result<AllocatorAdvice> AdviseAllocator(const Graph& graph, const ShapeBindings& bindings,
@@ -275,7 +308,12 @@ Result<AllocatorAdvice> AdviseAllocator(const Graph& graph, const ShapeBindings&
   a.allocated_bytes = p.peak.allocated_bytes;
   a.reserved_bytes = p.peak.reserved_bytes;
 
-  PlanOptions v = options;
+  // Each setting is planned for the program the base figures come from (its
+  // variant of what the export cannot tell): what the setting changes, not
+  // the largest over programs that PyTorch would run one of.
+  auto program = KeptVariant(planner, bindings, options);
+  if (!program.ok()) return program.status();
+  PlanOptions v = program.value();
   v.keep_events = false;
   v.allocator.expandable_segments = true;
   v.allocator.max_split_size = std::numeric_limits<int64_t>::max();
@@ -345,7 +383,7 @@ Result<AllocatorAdvice> AdviseAllocator(const Graph& graph, const ShapeBindings&
       a.forward_train_mode_allocated =
           std::max(a.forward_train_mode_allocated, p.timeline[i].allocated);
     }
-    PlanOptions inf = options;
+    PlanOptions inf = program.value();  // the same program, evaluating
     inf.keep_events = false;
     inf.mode = Mode::kInference;
     for (bool no_grad : {false, true}) {

@@ -69,7 +69,9 @@ TEST(WhatIf, SweepPointsArePlansAndTheLargestFitIsTheBoundary) {
       EXPECT_EQ(p.allocated_bytes, plan->peak.allocated_bytes);
       EXPECT_EQ(p.reserved_bytes, plan->peak.reserved_bytes);
       EXPECT_EQ(p.fits, FitsBudget(plan.value(), budget));
-      if (i > 0) EXPECT_GE(p.allocated_bytes, c.points[i - 1].allocated_bytes);
+      if (i > 0) {
+        EXPECT_GE(p.allocated_bytes, c.points[i - 1].allocated_bytes);
+      }
     }
     // The largest fitting value fits and one more does not.
     ASSERT_GT(c.largest_fitting, 0);
@@ -203,6 +205,65 @@ TEST(WhatIf, AllocatorAdviceFiguresArePlans) {
   EXPECT_GT(a->persistent_bytes, 0);
   EXPECT_LT(a->eval_no_grad_allocated, a->forward_train_mode_allocated);
   EXPECT_GT(a->eval_no_grad_allocated, a->persistent_bytes);
+}
+
+// x [N, 256] -> MatMul -> h -> Relu -> a -> MatMul -> y [N, 16]: the Relu
+// can write into h (nn.ReLU(inplace=True)); the export does not say.
+Graph ReluChain() {
+  GraphBuilder b;
+  b.Input("x", {S("batch"), D(256)});
+  b.Init("w1", {256, 256});
+  b.Init("w2", {256, 16});
+  b.Op("MatMul", {"x", "w1"}, {"h"});
+  b.Op("Relu", {"h"}, {"a"});
+  b.Op("MatMul", {"a", "w2"}, {"y"});
+  b.Output("y");
+  b.g.Link();
+  return b.g;
+}
+
+// Each setting is planned for the program the base figures come from: the
+// variant (activations in place or not) whose plan is kept, the one with the
+// largest device peak.
+TEST(WhatIf, AllocatorSettingsHoldTheKeptProgram) {
+  const Graph g = ReluChain();
+  ShapeBindings b;
+  b.batch = 65536;  // 64 MiB activations
+  PlanOptions o;
+  int64_t device[2] = {0, 0};
+  int64_t expandable[2] = {0, 0};
+  int64_t split[2] = {0, 0};
+  for (int k = 0; k < 2; ++k) {
+    PlanOptions v = o;
+    v.inplace = k == 0 ? InPlace::kOff : InPlace::kOn;
+    auto plan = PlanModel(g, b, v);
+    ASSERT_TRUE(plan.ok()) << plan.message();
+    device[k] = plan->peak.device_bytes;
+    v.allocator.expandable_segments = true;
+    auto e = PlanModel(g, b, v);
+    ASSERT_TRUE(e.ok()) << e.message();
+    expandable[k] = e->peak.reserved_bytes;
+    v.allocator.expandable_segments = false;
+    v.allocator.max_split_size = MaxSplitCandidatesMiB()[0] << 20;
+    auto s = PlanModel(g, b, v);
+    ASSERT_TRUE(s.ok()) << s.message();
+    split[k] = s->peak.reserved_bytes;
+  }
+  // The two programs differ under each setting.
+  ASSERT_NE(device[0], device[1]);
+  ASSERT_NE(expandable[0], expandable[1]);
+  ASSERT_NE(split[0], split[1]);
+  const int kept = device[1] > device[0] ? 1 : 0;
+  auto a = AdviseAllocator(g, b, o);
+  ASSERT_TRUE(a.ok()) << a.message();
+  EXPECT_EQ(a->expandable.reserved_bytes, expandable[kept]);
+  EXPECT_EQ(a->max_split[0].reserved_bytes, split[kept]);
+  // The in-place program, asked for, is what every figure plans.
+  o.inplace = InPlace::kOn;
+  auto on = AdviseAllocator(g, b, o);
+  ASSERT_TRUE(on.ok()) << on.message();
+  EXPECT_EQ(on->expandable.reserved_bytes, expandable[1]);
+  EXPECT_EQ(on->max_split[0].reserved_bytes, split[1]);
 }
 
 }  // namespace
