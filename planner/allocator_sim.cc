@@ -197,26 +197,37 @@ class Simulator {
   // torch.cuda.empty_cache(): cached segments go back to the driver.
   void EmptyCache() { ReleaseCachedBlocks(); }
 
-  /// Appends what decides every later request (CachingAllocatorReplay::State);
-  /// holder[b]: the id holding allocated block b. Block indices are left out:
-  /// they only name blocks (free blocks are ordered by size and address).
-  void AppendState(const std::vector<int64_t>& holder, std::vector<int64_t>* out) const {
-    out->insert(out->end(), {allocated_, reserved_, next_low_addr_, next_high_addr_,
-                             static_cast<int64_t>(segments_.size())});
+  /// Hands what decides every later request (CachingAllocatorReplay::State)
+  /// to `emit`, one value at a time, until it returns false; holder[b]: the
+  /// id holding allocated block b. Block indices are left out: they only name
+  /// blocks (free blocks are ordered by size and address). False when `emit`
+  /// stopped it.
+  template <typename Emit>
+  bool EmitState(const std::vector<int64_t>& holder, Emit&& emit) const {
+    for (int64_t v : {allocated_, reserved_, next_low_addr_, next_high_addr_,
+                      static_cast<int64_t>(segments_.size())}) {
+      if (!emit(v)) return false;
+    }
     std::vector<int> head(segments_.size(), -1);
     for (size_t b = 0; b < blocks_.size(); ++b) {
       if (blocks_[b].segment >= 0 && blocks_[b].prev < 0)
         head[blocks_[b].segment] = static_cast<int>(b);
     }
     for (size_t k = 0; k < segments_.size(); ++k) {
-      out->insert(out->end(), {segments_[k].small ? 1 : 0, segments_[k].mapped, segments_[k].addr});
+      for (int64_t v :
+           {int64_t{segments_[k].small ? 1 : 0}, segments_[k].mapped, segments_[k].addr}) {
+        if (!emit(v)) return false;
+      }
       for (int b = head[k]; b >= 0; b = blocks_[b].next) {
         const Block& blk = blocks_[b];
-        out->insert(out->end(), {blk.offset, blk.size, blk.allocated ? 1 : 0, blk.mapped ? 1 : 0,
-                                 blk.allocated ? holder[b] : 0});
+        for (int64_t v : {blk.offset, blk.size, int64_t{blk.allocated ? 1 : 0},
+                          int64_t{blk.mapped ? 1 : 0}, blk.allocated ? holder[b] : 0}) {
+          if (!emit(v)) return false;
+        }
       }
-      out->push_back(-1);  // end of the segment's blocks
+      if (!emit(-1)) return false;  // end of the segment's blocks
     }
+    return true;
   }
 
  private:
@@ -698,8 +709,19 @@ std::vector<int64_t> CachingAllocatorReplay::State() const {
   if (impl_ == nullptr) return out;
   out.push_back(result_.alloc_retries);
   out.push_back(result_.oom ? 1 : 0);
-  impl_->sim.AppendState(impl_->holder, &out);
+  (void)impl_->sim.EmitState(impl_->holder, [&out](int64_t v) {
+    out.push_back(v);
+    return true;
+  });
   return out;
+}
+
+bool CachingAllocatorReplay::StateEquals(const std::vector<int64_t>& state) const {
+  if (impl_ == nullptr) return state.empty();
+  size_t at = 0;
+  auto next = [&state, &at](int64_t v) { return at < state.size() && state[at++] == v; };
+  return next(result_.alloc_retries) && next(result_.oom ? 1 : 0) &&
+         impl_->sim.EmitState(impl_->holder, next) && at == state.size();
 }
 
 Result<SimResult> SimulateCachingAllocator(const std::vector<MemEvent>& events,

@@ -112,6 +112,9 @@ class CachingAllocatorReplay {
   /// replay equal events (ids aside) into equal placements and totals.
   /// Also the next address ranks, since a new segment takes one.
   [[nodiscard]] std::vector<int64_t> State() const;
+  /// State() == state, without building the state (a large graph's holds
+  /// five values per block).
+  [[nodiscard]] bool StateEquals(const std::vector<int64_t>& state) const;
   [[nodiscard]] const SimResult& result() const { return result_; }
   [[nodiscard]] SimResult TakeResult() { return std::move(result_); }
 

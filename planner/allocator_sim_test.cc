@@ -453,25 +453,44 @@ TEST(AllocReplay, StateSaysWhetherAStretchLeftTheAllocatorAsItFoundIt) {
   ASSERT_TRUE(r.Replay(ev, 5).ok());
   const std::vector<int64_t> before_second = r.State();
   EXPECT_NE(before_first, before_second);  // the first step made segments
+  EXPECT_FALSE(r.StateEquals(before_first));
+  EXPECT_TRUE(r.StateEquals(before_second));
   ASSERT_TRUE(r.Replay(ev, 9).ok());
   EXPECT_EQ(r.State(), before_second);  // the second one reused them
+  EXPECT_TRUE(r.StateEquals(before_second));
   ASSERT_TRUE(r.Replay(ev, 13).ok());
   EXPECT_EQ(r.State(), before_second);
+  EXPECT_TRUE(r.StateEquals(before_second));
+  // StateEquals compares every value and the length: a prefix, a longer
+  // state or one changed value is not equal.
+  std::vector<int64_t> longer = before_second;
+  longer.push_back(0);
+  EXPECT_FALSE(r.StateEquals(longer));
+  EXPECT_FALSE(r.StateEquals({before_second.begin(), before_second.end() - 1}));
+  for (size_t k = 0; k < before_second.size(); ++k) {
+    std::vector<int64_t> changed = before_second;
+    ++changed[k];
+    EXPECT_FALSE(r.StateEquals(changed)) << "value " << k;
+  }
   // A block kept, or the live block held by another id: a different state.
   std::vector<MemEvent> kept = ev;
   kept.push_back(A(100, 3 * MiB));
   ASSERT_TRUE(r.Replay(kept, kept.size()).ok());
   EXPECT_NE(r.State(), before_second);
+  EXPECT_FALSE(r.StateEquals(before_second));
   CachingAllocatorReplay a({}), b({});
   ASSERT_TRUE(a.Replay({A(1, MiB)}, 1).ok());
   ASSERT_TRUE(b.Replay({A(2, MiB)}, 1).ok());
   EXPECT_NE(a.State(), b.State());
+  EXPECT_FALSE(a.StateEquals(b.State()));
+  EXPECT_TRUE(a.StateEquals(a.State()));
   // A bad config is an error from the first replay on.
   AllocatorConfig bad;
   bad.max_split_size = 8 * MiB;
   CachingAllocatorReplay c(bad);
   EXPECT_FALSE(c.Replay(ev, ev.size()).ok());
   EXPECT_TRUE(c.State().empty());
+  EXPECT_TRUE(c.StateEquals({}));
 }
 
 }  // namespace

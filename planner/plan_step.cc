@@ -122,7 +122,7 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
     if (replayed.ok()) {
       const std::vector<int64_t> before = replay.State();
       replayed = replay.Replay(sim.events, sim.events.size());
-      repeated = replayed.ok() && !replay.result().oom && replay.State() == before;
+      repeated = replayed.ok() && !replay.result().oom && replay.StateEquals(before);
     }
     if (!repeated) sim.RunRepeatedIteration();
   }
