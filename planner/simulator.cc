@@ -635,7 +635,7 @@ void Simulator::Run() {
   if (stop_when_steady) after_first = IterationState();
   const int64_t before[3] = {forward_flops, backward_flops, recompute_flops};
   Iteration(false);
-  if (stop_when_steady && IterationState() == after_first) {
+  if (stop_when_steady && IterationStateEquals(after_first)) {
     repeat_flops_[0] = forward_flops - before[0];
     repeat_flops_[1] = backward_flops - before[1];
     repeat_flops_[2] = recompute_flops - before[2];
@@ -659,7 +659,8 @@ void Simulator::CountRepeatedIteration() {
   }
 }
 
-std::vector<int64_t> Simulator::IterationState() const {
+template <typename Emit>
+bool Simulator::EmitIterationState(Emit&& emit) const {
   // A storage that is neither live nor referenced is gone for good (each is
   // allocated once; its count may have gone below 0, e.g. an unreferenced
   // allocation unreferenced once): references to it count as "dead",
@@ -667,54 +668,81 @@ std::vector<int64_t> Simulator::IterationState() const {
   auto kept = [&](int st) { return st >= 0 && (storages[st].live || storages[st].refs > 0); };
   constexpr int64_t kDead = -7;
   auto norm = [&](int st) -> int64_t { return st < 0 ? st : kept(st) ? st : kDead; };
-  // The storages and values (most of it) written in place, the rest appended.
-  size_t kept_count = 0;
-  for (size_t st = 0; st < storages.size(); ++st) kept_count += kept(static_cast<int>(st)) ? 1 : 0;
-  std::vector<int64_t> out(9 * kept_count + 1 + storage_of_val_.size());
-  int64_t* w = out.data();
   for (size_t st = 0; st < storages.size(); ++st) {
     if (!kept(static_cast<int>(st))) continue;
     const Storage& x = storages[st];
-    *w++ = static_cast<int64_t>(st);
-    *w++ = x.bytes;
-    *w++ = x.id;
-    *w++ = x.refs;
-    *w++ = x.rule;
-    *w++ = x.param;
-    *w++ = static_cast<int64_t>(x.cat);
-    *w++ = static_cast<int64_t>(x.first_cat);
-    *w++ = x.live ? 1 : 0;
+    for (int64_t v : {static_cast<int64_t>(st), x.bytes, x.id, int64_t{x.refs}, int64_t{x.rule},
+                      int64_t{x.param}, static_cast<int64_t>(x.cat),
+                      static_cast<int64_t>(x.first_cat), int64_t{x.live ? 1 : 0}}) {
+      if (!emit(v)) return false;
+    }
   }
-  *w++ = -1;
-  for (int st : storage_of_val_) *w++ = norm(st);
-  out.reserve(out.size() + 2 * grad_of_.size() + 64);
+  if (!emit(-1)) return false;
+  for (int st : storage_of_val_) {
+    if (!emit(norm(st))) return false;
+  }
   std::vector<std::pair<int, int64_t>> grads;
+  grads.reserve(grad_of_.size());
   for (const auto& [v, st] : grad_of_) grads.emplace_back(v, norm(st));
   std::sort(grads.begin(), grads.end());
-  out.push_back(static_cast<int64_t>(grads.size()));
-  for (const auto& [v, st] : grads) out.insert(out.end(), {v, st});
+  if (!emit(static_cast<int64_t>(grads.size()))) return false;
+  for (const auto& [v, st] : grads) {
+    if (!emit(v) || !emit(st)) return false;
+  }
   auto list = [&](const std::vector<int>& l) {
-    out.push_back(static_cast<int64_t>(l.size()));
-    for (int st : l) out.push_back(norm(st));
+    if (!emit(static_cast<int64_t>(l.size()))) return false;
+    for (int st : l) {
+      if (!emit(norm(st))) return false;
+    }
+    return true;
   };
-  list(state_);
-  list(held_);
-  list(loss_storages_);
-  list(loss_saved_);
-  list(param_grad_);
-  out.push_back(static_cast<int64_t>(saved_storages_.size()));
-  for (const auto& l : saved_storages_) list(l);
-  out.push_back(static_cast<int64_t>(seg_held_.size()));
-  for (const auto& l : seg_held_) list(l);
-  out.push_back(static_cast<int64_t>(recomputed_.size()));
-  for (bool r : recomputed_) out.push_back(r ? 1 : 0);
-  out.insert(out.end(),
-             {norm(logits_storage_), fwd_workspace_ ? 1 : 0, bwd_workspace_ ? 1 : 0,
-              process_state_ ? 1 : 0, recomputing_ ? 1 : 0, cur_rule_, cur_op_,
-              static_cast<int64_t>(rules.size()), static_cast<int64_t>(other_labels_.size())});
-  for (int id : mech_rule_) out.push_back(id);
-  for (bool used : rule_used) out.push_back(used ? 1 : 0);
+  if (!list(state_) || !list(held_) || !list(loss_storages_) || !list(loss_saved_) ||
+      !list(param_grad_)) {
+    return false;
+  }
+  if (!emit(static_cast<int64_t>(saved_storages_.size()))) return false;
+  for (const auto& l : saved_storages_) {
+    if (!list(l)) return false;
+  }
+  if (!emit(static_cast<int64_t>(seg_held_.size()))) return false;
+  for (const auto& l : seg_held_) {
+    if (!list(l)) return false;
+  }
+  if (!emit(static_cast<int64_t>(recomputed_.size()))) return false;
+  for (bool r : recomputed_) {
+    if (!emit(r ? 1 : 0)) return false;
+  }
+  for (int64_t v :
+       {norm(logits_storage_), int64_t{fwd_workspace_ ? 1 : 0}, int64_t{bwd_workspace_ ? 1 : 0},
+        int64_t{process_state_ ? 1 : 0}, int64_t{recomputing_ ? 1 : 0}, int64_t{cur_rule_},
+        int64_t{cur_op_}, static_cast<int64_t>(rules.size()),
+        static_cast<int64_t>(other_labels_.size())}) {
+    if (!emit(v)) return false;
+  }
+  for (int id : mech_rule_) {
+    if (!emit(id)) return false;
+  }
+  for (bool used : rule_used) {
+    if (!emit(used ? 1 : 0)) return false;
+  }
+  return true;
+}
+
+std::vector<int64_t> Simulator::IterationState() const {
+  std::vector<int64_t> out;
+  out.reserve(storage_of_val_.size() + 64);
+  (void)EmitIterationState([&out](int64_t v) {
+    out.push_back(v);
+    return true;
+  });
   return out;
+}
+
+bool Simulator::IterationStateEquals(const std::vector<int64_t>& state) const {
+  size_t at = 0;
+  return EmitIterationState(
+             [&state, &at](int64_t v) { return at < state.size() && state[at++] == v; }) &&
+         at == state.size();
 }
 
 }  // namespace memplan

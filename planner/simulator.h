@@ -355,8 +355,13 @@ class Simulator {
  private:
   void Recompute(int seg);
   void ReleaseSegment(int seg);
-  // The state between iterations that decides the next one (stop_when_steady).
+  // The state between iterations that decides the next one (stop_when_steady),
+  // handed to `emit` one value at a time until it returns false (then false).
+  template <typename Emit>
+  bool EmitIterationState(Emit&& emit) const;
   std::vector<int64_t> IterationState() const;
+  // IterationState() == state, without building it.
+  bool IterationStateEquals(const std::vector<int64_t>& state) const;
   int64_t repeat_flops_[3] = {0, 0, 0};  // forward, backward, recompute of the last iteration
 };
 
