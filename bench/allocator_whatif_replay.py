@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """memplan's allocator model on PyTorch's own events, against the what-if measurements.
 
-  python3 bench/allocator_whatif_replay.py TRACE_REPLAY ROWS.jsonl TRACE.json.gz ... [--check PERCENT]
+  python3 bench/allocator_whatif_replay.py TRACE_REPLAY ROWS.jsonl TRACE.json.gz|DIR ... [--check PERCENT]
 
-Each trace (bench/allocator_whatif.py with WHATIF_TRACE, or bench/families.py
+Each trace (a DIR gives its *.json.gz; bench/allocator_whatif.py with WHATIF_TRACE, or bench/families.py
 trace: three training steps under the default allocator) is replayed by
 build/bench/trace_replay through the allocator model under the default
 allocator, expandable_segments:True and max_split_size_mb 128 / 512, each as
@@ -21,8 +21,10 @@ their sizes) are what differs from PyTorch's.
 
 With --check, exits 1 when a figure is off by more than PERCENT.
 """
+import glob
 import gzip
 import json
+import os
 import re
 import subprocess
 import sys
@@ -84,7 +86,10 @@ def main():
         k = args.index("--check")
         check = float(args[k + 1])
         del args[k:k + 2]
-    tool, rows_path, traces = args[0], args[1], args[2:]
+    tool, rows_path = args[0], args[1]
+    traces = []
+    for a in args[2:]:
+        traces += sorted(glob.glob(os.path.join(a, "*.json.gz"))) if os.path.isdir(a) else [a]
     rows = {}
     for line in open(rows_path):
         r = json.loads(line)
@@ -95,6 +100,8 @@ def main():
     for path in traces:
         trace = json.load(gzip.open(path))
         key = (trace["model"], trace["batch"], trace["precision"])
+        if not any(key + (config,) in rows for config, _ in SETTINGS):
+            continue  # no measurement of this configuration
         with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
             json.dump(with_next_step(trace), f)
             f.flush()
