@@ -5,6 +5,9 @@
 //
 //   zcat bench/results/traces/resnet18_train_32_fp32.json.gz | ./build/bench/trace_replay
 //
+// --placements prints where the model put each allocation: "placed TRACE_EVENT
+// SEGMENT OFFSET BLOCK" (segments numbered in creation order).
+//
 // With a setting (--expandable_segments, --max_split_size_mb N) the same events
 // are replayed under it (PyTorch's own segments then are the default's, so the
 // exit status says nothing); --empty_cache appends torch.cuda.empty_cache()
@@ -28,6 +31,7 @@ int main(int argc, char** argv) {
   memplan::AllocatorConfig config;
   bool empty_cache = false;
   bool setting = false;
+  bool placements = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--expandable_segments") {
@@ -36,6 +40,8 @@ int main(int argc, char** argv) {
     } else if (arg == "--max_split_size_mb" && i + 1 < argc) {
       config.max_split_size = std::atoll(argv[++i]) << 20;
       setting = true;
+    } else if (arg == "--placements") {
+      placements = true;
     } else if (arg == "--empty_cache") {
       empty_cache = true;
       setting = true;
@@ -52,11 +58,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<memplan::MemEvent> events;
+  std::vector<size_t> trace_index;            // the trace event of each replayed event
   std::unordered_map<int64_t, int64_t> live;  // address -> event id
   int64_t next_id = 1;
   int64_t real_segments = 0;
   int64_t real_count = 0;
-  for (const auto& e : trace.at("events")) {
+  const auto& recorded = trace.at("events");
+  for (size_t k = 0; k < recorded.size(); ++k) {
+    const auto& e = recorded[k];
+    if (events.size() > trace_index.size()) trace_index.push_back(k - 1);
     const std::string action = e.at(0).get<std::string>();
     const int64_t addr = e.at(1).get<int64_t>();
     const int64_t size = e.at(2).get<int64_t>();
@@ -79,6 +89,7 @@ int main(int argc, char** argv) {
       ++real_count;
     }
   }
+  if (events.size() > trace_index.size()) trace_index.push_back(recorded.size() - 1);
   if (empty_cache) {
     memplan::MemEvent ec;
     ec.empty_cache = true;
@@ -89,6 +100,14 @@ int main(int argc, char** argv) {
   if (!r.ok()) {
     std::fprintf(stderr, "trace_replay: %s\n", r.message().c_str());
     return 2;
+  }
+  if (placements) {  // trace event, segment (creation order), offset, block
+    for (size_t i = 0; i < events.size() && i < r->placements.size(); ++i) {
+      const memplan::Placement& at = r->placements[i];
+      if (!events[i].is_alloc || at.segment < 0) continue;
+      std::printf("placed %zu %d %lld %lld\n", i < trace_index.size() ? trace_index[i] : 0,
+                  at.segment, static_cast<long long>(at.offset), static_cast<long long>(at.block));
+    }
   }
   int64_t sim_segments = 0;
   for (int64_t b : r->segment_bytes) sim_segments += b;
