@@ -706,7 +706,7 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
     t.has_values = info.has_values;
     t.values = std::move(info.values);
     t.external = info.external;
-    t.external_location = std::move(info.location);
+    if (info.external) g->external_locations[id] = std::move(info.location);
     g->initializers.push_back(id);
   }
   for (const auto& sp : gp.sparse_initializer()) {
@@ -734,7 +734,7 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
       t.has_values = false;
       t.values.clear();
       t.external = false;
-      t.external_location.clear();
+      g->external_locations.erase(existing);
       Status s = ReadType(*im, in.type(), in.name(), &t);
       if (!s.ok()) return s;
       g->inputs.push_back(existing);

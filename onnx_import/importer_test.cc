@@ -224,9 +224,11 @@ TEST(ImporterTest, NeverOpensExternalData) {
   kv->set_value("../../etc/passwd");
   auto r = ImportOnnxBytes(m.SerializeAsString(), "m.onnx");
   ASSERT_TRUE(r.ok()) << r.message();
-  const Tensor& w = r.value().tensors[r.value().Find("w")];
+  const int id = r.value().Find("w");
+  const Tensor& w = r.value().tensors[id];
   EXPECT_TRUE(w.external);
-  EXPECT_EQ(w.external_location, "../../etc/passwd");
+  ASSERT_EQ(r.value().external_locations.count(id), 1u);
+  EXPECT_EQ(r.value().external_locations.at(id), "../../etc/passwd");
   EXPECT_FALSE(w.has_values);
 }
 

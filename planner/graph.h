@@ -40,7 +40,6 @@ struct Tensor {
   std::vector<Dim> declared;                     ///< The declared shape, as in the file.
   std::vector<int64_t> shape;                    ///< Concrete dims after inference.
   std::vector<int64_t> values;                   ///< Row-major; bool as 0/1.
-  std::string external_location;                 ///< Path as written; never opened.
   std::vector<int> consumers;                    ///< Node indices, in graph order, may repeat.
 };
 
@@ -120,6 +119,9 @@ struct Graph {
   std::vector<int> inputs;  ///< Graph inputs that are not initializers.
   std::vector<int> outputs;
   std::vector<int> initializers;
+  /// Initializer id -> the path its external data names, as written; never
+  /// opened (kept off Tensor: a large graph holds a million tensors).
+  std::map<int, std::string> external_locations;
 
   /// Index of the tensor called `name`, or -1.
   int Find(const std::string& name) const;

@@ -671,9 +671,10 @@ bool Simulator::EmitIterationState(Emit&& emit) const {
   for (size_t st = 0; st < storages.size(); ++st) {
     if (!kept(static_cast<int>(st))) continue;
     const Storage& x = storages[st];
-    for (int64_t v : {static_cast<int64_t>(st), x.bytes, x.id, int64_t{x.refs}, int64_t{x.rule},
-                      int64_t{x.param}, static_cast<int64_t>(x.cat),
-                      static_cast<int64_t>(x.first_cat), int64_t{x.live ? 1 : 0}}) {
+    for (int64_t v :
+         {static_cast<int64_t>(st), x.bytes, EventId(static_cast<int>(st)), int64_t{x.refs},
+          int64_t{x.rule}, int64_t{x.param}, static_cast<int64_t>(x.cat),
+          static_cast<int64_t>(x.first_cat), int64_t{x.live ? 1 : 0}}) {
       if (!emit(v)) return false;
     }
   }

@@ -21,11 +21,11 @@
 
 namespace memplan {
 
-// One allocation the simulated process owns (32 bytes: a large graph's
-// simulation holds millions).
+// One allocation the simulated process owns (24 bytes: a large graph's
+// simulation holds millions). Its MemEvent id is its index + 1
+// (Simulator::EventId): each storage is allocated once, when it is made.
 struct Storage {
   int64_t bytes = 0;
-  int64_t id = -1;  // MemEvent id while live
   int refs = 0;
   int rule = -1;   // Simulator::rules index: what allocated it
   int param = -1;  // Schedule::params index of the weight it holds, grads or keeps state for
@@ -33,6 +33,7 @@ struct Storage {
   Category first_cat = Category::kTransients;  // At allocation.
   bool live = false;
 };
+static_assert(sizeof(Storage) <= 24, "Storage is held per allocation: keep it small");
 
 // Replays the training (or inference) protocol of the calibration script
 // over a schedule and records allocator events.
@@ -217,8 +218,7 @@ class Simulator {
   void Alloc(int st) {
     Storage& s = storages[st];
     s.live = true;
-    s.id = next_id_++;
-    events.push_back(MemEvent{s.id, s.bytes, true});
+    events.push_back(MemEvent{EventId(st), s.bytes, true});
     event_storage.push_back(st);
     event_step.push_back(CurStep());
     event_op.push_back(cur_op_);
@@ -227,7 +227,7 @@ class Simulator {
     Storage& s = storages[st];
     if (!s.live) return;
     s.live = false;
-    events.push_back(MemEvent{s.id, 0, false});
+    events.push_back(MemEvent{EventId(st), 0, false});
     event_storage.push_back(st);
     event_step.push_back(CurStep());
     event_op.push_back(cur_op_);
@@ -314,7 +314,7 @@ class Simulator {
   std::vector<int> steps_label_;
   std::vector<std::string> other_labels_;  // the few labels that are no op's
   std::unordered_map<std::string, int> other_label_ids_;
-  int64_t next_id_ = 1;
+  static int64_t EventId(int st) { return int64_t{st} + 1; }
   int cur_op_ = -1;  // the op running now (events are attributed to it)
   std::unordered_map<std::string, int> rule_ids_;
   std::vector<int> op_rule_;         // per op
