@@ -78,18 +78,22 @@ int ParseFailure(const CLI::App& app, const CLI::ParseError& e,
   return memplan::kExitBadInput;
 }
 
-// Grows the heap once, up front, by up to 4 GiB of address space (no memory:
+// Grows the heap once, up front, by up to 1 GiB of address space (no memory:
 // a page counts once it is written) and asks the kernel for transparent huge
 // pages there (madvise; the kernels' default THP mode only uses them where
 // asked). A large graph's plan writes hundreds of MiB of small blocks; with
 // 4 KiB pages each page is one fault (a quarter of the 100 k-node chain's CPU
 // time, bench/speed.sh). glibc keeps the freed reservation as the top of its
 // heap (never trimmed, see main), so every later allocation comes from it.
-// When the address space is short (ulimit -v) the reservation shrinks or is
-// skipped; past it, the heap grows with ordinary pages.
+// Past the reservation the heap grows with ordinary pages: on the 2-core VM
+// of bench/speed.sh, a huge page the host has not backed yet costs more to
+// clear than the 4 KiB pages the kernel recycles (the 1 M-node chain's plan,
+// 3.4 GiB: 9.0 CPU-s without huge pages, 9.0 with 1 GiB of them, 10.4 with
+// 4 GiB). When the address space is short (ulimit -v) the reservation
+// shrinks or is skipped.
 void ReserveHugePageHeap() {
   constexpr uint64_t kHuge = uint64_t{2} << 20;
-  uint64_t want = uint64_t{4} << 30;
+  uint64_t want = uint64_t{1} << 30;
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page = ::sysconf(_SC_PAGESIZE);
   if (pages > 0 && page > 0) {
