@@ -118,6 +118,15 @@ Result<const Graph*> CandidatePlanner::Bind(const ShapeBindings& bindings) {
   return &work_;
 }
 
+void CandidatePlanner::DropSchedules(size_t room) {
+  while (!schedules_order_.empty() && schedule_items_ + room > schedule_items_limit_) {
+    auto old = schedules_.find(schedules_order_.front());
+    schedule_items_ -= old->second->ops.size() + old->second->vals.size();
+    schedules_.erase(old);
+    schedules_order_.erase(schedules_order_.begin());
+  }
+}
+
 Result<Plan> CandidatePlanner::PlanStep(const ShapeBindings& bindings, Precision precision,
                                         const std::vector<std::string>& checkpoint,
                                         PlanDetail detail, int64_t reserved_limit) {
@@ -138,19 +147,31 @@ Result<Plan> CandidatePlanner::PlanStep(const ShapeBindings& bindings, Precision
   options.checkpoint_segments = resolved->second.value();
   if (precision != schedules_precision_) {
     schedules_.clear();
+    schedules_order_.clear();
+    schedule_items_ = 0;
     schedules_precision_ = precision;
   }
   const std::string key = BindingsKey(bindings);
   auto schedule_of = [&](const PlanOptions& o) -> Result<const Schedule*> {
     const std::string k = key + "\n#" + std::to_string(static_cast<int>(o.fp32_conv));
     auto it = schedules_.find(k);
-    if (it == schedules_.end()) {
-      auto s = BuildSchedule(g, o);
-      if (!s.ok()) return s.status();
-      it = schedules_.emplace(k, std::make_unique<Schedule>(std::move(s.value()))).first;
-    } else {
+    if (it != schedules_.end()) {
+      schedules_order_.erase(std::find(schedules_order_.begin(), schedules_order_.end(), k));
+      schedules_order_.push_back(k);
       MarkCheckpointSegments(g, o, it->second.get());
+      return it->second.get();
     }
+    // Room for one more, made before it is built (MakePlanFrom holds no
+    // earlier schedule when it asks for the next).
+    DropSchedules(last_schedule_items_);
+    auto s = BuildSchedule(g, o);
+    if (!s.ok()) return s.status();
+    ++schedules_built_;
+    last_schedule_items_ = s->ops.size() + s->vals.size();
+    DropSchedules(last_schedule_items_);
+    it = schedules_.emplace(k, std::make_unique<Schedule>(std::move(s.value()))).first;
+    schedule_items_ += last_schedule_items_;
+    schedules_order_.push_back(k);
     return it->second.get();
   };
   auto plan = MakePlanFrom(g, bindings.batch, options, schedule_of, detail, reserved_limit);

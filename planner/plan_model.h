@@ -53,7 +53,9 @@ class ModelPlanner {
 /// placements, everything else of `base` fixed (the advisor). What the
 /// placement does not change is built once and kept: the schedules per
 /// (binding, precision) (a placement only marks their checkpoint segments:
-/// MarkCheckpointSegments), each placement's module paths. One copy of the
+/// MarkCheckpointSegments; the most recently used, up to kKeptScheduleItems
+/// ops and values in all, the one in use always), each placement's module
+/// paths. One copy of the
 /// graph is bound in turn to each binding asked (its tensors put back as
 /// imported, then shapes inferred: nothing else of a graph changes with the
 /// binding); the tensors inferred for earlier bindings are kept (up to
@@ -65,8 +67,15 @@ class CandidatePlanner {
  public:
   /// `kept_tensors`: the most tensors whose inferred fields are kept over
   /// earlier bindings (kKeptTensors).
-  CandidatePlanner(const Graph& graph, const PlanOptions& base, size_t kept_tensors = kKeptTensors)
-      : work_(graph), imported_(graph.tensors), kept_limit_(kept_tensors), base_(base) {}
+  /// `kept_schedule_items`: the most ops + values of the schedules kept
+  /// (kKeptScheduleItems).
+  CandidatePlanner(const Graph& graph, const PlanOptions& base, size_t kept_tensors = kKeptTensors,
+                   size_t kept_schedule_items = kKeptScheduleItems)
+      : work_(graph),
+        imported_(graph.tensors),
+        kept_limit_(kept_tensors),
+        base_(base),
+        schedule_items_limit_(kept_schedule_items) {}
 
   /// The graph with shapes for `bindings`, or shape inference's error; valid
   /// until the next call with other bindings.
@@ -82,8 +91,17 @@ class CandidatePlanner {
   /// Most tensors whose inferred shapes are kept by default, over all
   /// earlier bindings (about 0.1 KiB each).
   static constexpr size_t kKeptTensors = size_t{1} << 18;
+  /// Most ops + values (ExecOp and Val entries) of the schedules kept by
+  /// default, over the (binding, fp32_conv variant) keys of one precision
+  /// (about 0.5 KiB each; a 300 k-node graph's schedule alone is above it).
+  static constexpr size_t kKeptScheduleItems = size_t{1} << 19;
   /// Shape inference runs so far (each binding not found kept).
   [[nodiscard]] int inferences() const { return inferences_; }
+  /// Schedules built so far, and those kept now.
+  [[nodiscard]] int schedules_built() const { return schedules_built_; }
+  [[nodiscard]] size_t schedules_kept() const { return schedules_.size(); }
+  /// Ops + values of the schedules kept now.
+  [[nodiscard]] size_t schedule_items() const { return schedule_items_; }
 
  private:
   /// The fields of a tensor shape inference writes (InferShapes, BindInput,
@@ -131,6 +149,14 @@ class CandidatePlanner {
   /// one precision at a time).
   Precision schedules_precision_ = Precision::kFp32;
   std::map<std::string, std::unique_ptr<Schedule>> schedules_;
+  std::vector<std::string> schedules_order_;  ///< schedules_' keys, least recently used first.
+  size_t schedule_items_ = 0;                 ///< Ops + values of schedules_.
+  size_t last_schedule_items_ = 0;            ///< Of the schedule built last.
+  size_t schedule_items_limit_ = kKeptScheduleItems;
+  int schedules_built_ = 0;
+  /// Drops the least recently used schedules until `room` more items fit
+  /// the limit (or none is left).
+  void DropSchedules(size_t room);
 };
 
 /// ModelPlanner(graph).PlanStep(bindings, options): one plan.

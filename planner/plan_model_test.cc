@@ -286,6 +286,46 @@ TEST(CandidatePlanner, KeptSchedulesPlanLikeFreshPlans) {
   }
 }
 
+// The kept schedules stay within their limit (the one in use always kept),
+// the plans are still fresh PlanModel's, and a schedule dropped is built
+// again when its batch comes back.
+TEST(CandidatePlanner, KeptSchedulesStayWithinTheirLimit) {
+  for (const Graph& g : {Blocks(), ConvNet()}) {
+    PlanOptions base;
+    base.mode = Mode::kTrain;
+    ShapeBindings bind;
+    bind.batch = 1;
+    CandidatePlanner unbounded(g, base);
+    ASSERT_TRUE(unbounded.PlanStep(bind, Precision::kFp32, {}, PlanDetail::kPeaks).ok());
+    // One schedule per fp32 convolution variant and batch.
+    const size_t variants = unbounded.schedules_kept();
+    const size_t one = unbounded.schedule_items() / variants;
+    ASSERT_GT(one, 0u);
+    for (size_t limit : {size_t{0}, variants * (2 * one + one / 2)}) {
+      CandidatePlanner kept(g, base, CandidatePlanner::kKeptTensors, limit);
+      for (int64_t batch : {1, 2, 3, 4, 5, 1, 5}) {
+        bind.batch = batch;
+        PlanOptions o = base;
+        auto fresh = PlanModel(g, bind, o);
+        ASSERT_TRUE(fresh.ok());
+        auto plan = kept.PlanStep(bind, Precision::kFp32, {}, PlanDetail::kFull);
+        ASSERT_TRUE(plan.ok()) << plan.message();
+        ExpectSamePlan(plan.value(), fresh.value(), PlanDetail::kFull,
+                       "limit " + std::to_string(limit) + " batch " + std::to_string(batch));
+        EXPECT_GE(kept.schedules_kept(), 1u);
+        if (limit == 0) {
+          EXPECT_EQ(kept.schedules_kept(), 1u);
+        } else {
+          EXPECT_LE(kept.schedule_items(), limit);
+        }
+      }
+      // Batch 1 came back after four others: built again; batch 5 came
+      // right back: kept, unless nothing but the one in use is.
+      EXPECT_EQ(kept.schedules_built(), (limit == 0 ? 7 : 6) * static_cast<int>(variants)) << limit;
+    }
+  }
+}
+
 // A fit test's limit: a plan stops early only when the full plan's reserved
 // peak is above the limit, and below it the plan is the full one. Limits
 // around the reserved peak and the allocated peak (where the live-bytes
