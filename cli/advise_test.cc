@@ -119,6 +119,28 @@ TEST(AdviseCli, JsonRecommendationFitsTheBudget) {
   EXPECT_EQ(j["alternatives"].size(), 1u);
 }
 
+// --search predicted answers from fewer plans with a batch that fits and
+// whose next batch does not; a bad value is a usage error.
+TEST(AdviseCli, PredictedSearchFitsInFewerPlans) {
+  auto run = [](const std::string& search) {
+    return Advise({ModelsDir() + "gpt2_train.onnx", "--budget", "24GiB", "--precision", "amp_bf16",
+                   "--format", "json", "--search", search});
+  };
+  CliRun full = run("full");
+  CliRun predicted = run("predicted");
+  ASSERT_EQ(full.code, kExitOk) << full.err;
+  ASSERT_EQ(predicted.code, kExitOk) << predicted.err;
+  auto f = nlohmann::json::parse(full.out);
+  auto p = nlohmann::json::parse(predicted.out);
+  EXPECT_LT(p["plans"].get<int>(), f["plans"].get<int>());
+  const int64_t usable = static_cast<int64_t>(24.0 * (1 << 30) * 0.95);
+  EXPECT_LE(p["recommendation"]["peak"]["device_bytes"].get<int64_t>(), usable);
+  EXPECT_GT(p["recommendation"]["batch"].get<int64_t>(), 0);
+  CliRun bad = run("exhaustive");
+  EXPECT_EQ(bad.code, kExitBadInput);
+  EXPECT_NE(bad.err.find("--search"), std::string::npos) << bad.err;
+}
+
 TEST(AdviseCli, DevicePresetSetsBudgetAndContext) {
   CliRun r = Advise({ModelsDir() + "resnet18_train.onnx", "--device", "T4", "--checkpoint", "none",
                      "--format", "json"});

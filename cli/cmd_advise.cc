@@ -19,11 +19,16 @@
 namespace memplan {
 namespace {
 
+/// The most nodes advise searches without --max-nodes: a MatMul+Add+Relu
+/// chain of this size takes about 10 CPU-s here (README: Large graphs and
+/// the advisor).
+constexpr int64_t kAdviseMaxNodes = 20000;
+
 struct AdviseArgs {
   std::string model;
   std::vector<std::string> dims;
   std::string batch_dim;
-  int64_t max_nodes = kDefaultMaxNodes;
+  int64_t max_nodes = -1;  ///< -1: not given (kDefaultMaxNodes, and kAdviseMaxNodes checked).
   std::string budget;
   std::string device;
   std::string precision = "any";
@@ -34,6 +39,7 @@ struct AdviseArgs {
   std::string reserve;
   int64_t max_batch = 65536;
   int alternatives = 3;
+  std::string search = "full";
   std::string format;
 };
 
@@ -566,6 +572,7 @@ int RunAdvise(const AdviseArgs& args) {
   if (args.max_batch < 1) return Fail("--max-batch must be positive");
   if (args.alternatives < 0) return Fail("--alternatives must be 0 or more");
   r.max_batch = std::min<int64_t>(args.max_batch, 65536);
+  r.predicted_search = args.search == "predicted";
   ModelFlags mf;
   mf.model = args.model;
   mf.dims = args.dims;
@@ -573,8 +580,15 @@ int RunAdvise(const AdviseArgs& args) {
   auto bindings = ToBindings(mf);
   if (!bindings.ok()) return Fail(bindings.message());
   r.bindings = bindings.value();
-  auto g = LoadGraph(args.model, args.max_nodes);
+  auto g = LoadGraph(args.model, args.max_nodes > 0 ? args.max_nodes : kDefaultMaxNodes);
   if (!g.ok()) return Fail(g.message());
+  if (args.max_nodes < 0 && static_cast<int64_t>(g->nodes.size()) > kAdviseMaxNodes) {
+    return Fail(args.model + ": --max-nodes: " + std::to_string(g->nodes.size()) +
+                " nodes, above advise's default limit of " + std::to_string(kAdviseMaxNodes) +
+                " (the search plans the model dozens of times; README: Large graphs and the "
+                "advisor); pass --max-nodes " +
+                std::to_string(g->nodes.size()) + " to search anyway");
+  }
   {
     // The searched symbol: --batch-dim, else BatchSymbol(); --dim may not bind it.
     std::string batch_symbol;
@@ -658,6 +672,11 @@ void AddAdviseCommand(CLI::App* app, CliState* state) {
                   "else 767MiB)");
   cmd->add_option("--max-batch", a->max_batch, "Largest batch tried (at most 65536)");
   cmd->add_option("--alternatives", a->alternatives, "Alternatives shown (default 3)");
+  cmd->add_option("--search", a->search,
+                  "full: doubling then bisection (default); predicted: from the line through "
+                  "two plans' needs, fewer plans (where the peak is not monotone in the batch, "
+                  "it may end at another batch that fits)")
+      ->check(CLI::IsMember({"full", "predicted"}));
   AddFormatFlag(cmd, &a->format, {"table", "json", "md"});
   cmd->callback([a, state] { state->exit_code = RunAdvise(*a); });
 }

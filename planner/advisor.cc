@@ -102,6 +102,132 @@ Result<BatchSearch> LargestBatch(const FitFn& fits, int64_t cap, int64_t start) 
   return out;
 }
 
+Result<BatchSearch> LargestBatchPredicted(const MeasureFn& measure, double target, int64_t cap,
+                                          int64_t start) {
+  BatchSearch out;
+  if (cap < 1) return out;
+  start = std::min(std::max<int64_t>(start, 1), cap);
+  struct Point {
+    int64_t batch = 0;
+    double need = 0;
+  };
+  // lo fits (0: nothing known to fit), hi fails (cap + 1: nothing known to
+  // fail); lo_p / hi_p are their probes, lo_prev / hi_prev the ones before
+  // on the same side (batch 0: none).
+  int64_t lo = 0, hi = cap + 1;
+  Point lo_p, hi_p, lo_prev, hi_prev;
+  // Both sides known: a secant guess left more than half the bracket, so the
+  // probes bisect from then on (a need with steps, as the caching
+  // allocator's reserved bytes have, leaves the secant crawling).
+  bool bisect_only = false;
+  int64_t step = 0;  // one-sided: the least step of the next probe (0: none)
+  // `neighbour`: a batch past the first failure, which moves lo only.
+  auto probe = [&](int64_t b, bool neighbour = false) -> Result<bool> {
+    ++out.probes;
+    auto m = measure(b);
+    if (!m.ok()) return m.status();
+    if (neighbour && !m->fits) return false;
+    const Point pt{b, m->need};
+    if (m->fits) {
+      lo_prev = lo_p;
+      lo_p = pt;
+      lo = b;
+    } else {
+      hi_prev = hi_p;
+      hi_p = pt;
+      hi = b;
+    }
+    return m->fits;
+  };
+  // The batch where the line through a and b reaches target (nan: none).
+  auto secant = [target](const Point& a, const Point& b) -> double {
+    const double slope = (b.need - a.need) / static_cast<double>(b.batch - a.batch);
+    if (!(slope > 0) || !std::isfinite(slope)) return std::nan("");
+    return static_cast<double>(a.batch) + (target - a.need) / slope;
+  };
+  auto clamp = [&](double g) -> int64_t {
+    if (std::isnan(g)) return -1;
+    if (g >= static_cast<double>(hi - 1)) return hi - 1;
+    if (g <= static_cast<double>(lo + 1)) return lo + 1;
+    return static_cast<int64_t>(std::floor(g));
+  };
+  bool guessed = false;  // next_batch's answer came from a secant
+  auto next_batch = [&]() -> int64_t {
+    guessed = false;
+    if (lo > 0 && hi <= cap) {  // both sides known
+      const int64_t b = bisect_only ? -1 : clamp(secant(lo_p, hi_p));
+      guessed = b > 0;
+      return b > 0 ? b : lo + (hi - lo) / 2;
+    }
+    if (lo > 0) {  // only fits known: upward
+      // A secant over batches close together is mostly noise (the reserved
+      // bytes move in steps): it needs the earlier probe at half or less.
+      double g =
+          lo_prev.batch > 0 && 2 * lo_prev.batch <= lo ? secant(lo_prev, lo_p) : std::nan("");
+      if (std::isnan(g) && lo_p.need > 0 && target > lo_p.need) {
+        g = static_cast<double>(lo) * target / lo_p.need;  // need proportional to the batch
+      }
+      if (std::isnan(g)) g = 2.0 * static_cast<double>(lo);
+      if (step > 0) g = std::max(g, static_cast<double>(lo) + static_cast<double>(step));
+      return clamp(g);
+    }
+    // Only failures known: downward.
+    double g = hi_prev.batch > 0 ? secant(hi_p, hi_prev) : std::nan("");
+    if (std::isnan(g) && hi_p.need > target && target > 0) {
+      g = static_cast<double>(hi) * target / hi_p.need;
+    }
+    if (std::isnan(g)) g = static_cast<double>(hi) / 2.0;
+    if (step > 0) g = std::min(g, static_cast<double>(hi) - static_cast<double>(step));
+    return clamp(g);
+  };
+  auto first = probe(start);
+  if (!first.ok()) return first.status();
+  if (first.value() && start > 1 && start < cap) {
+    // A start above 1 is another search's answer: often this one's too.
+    auto f = probe(start + 1);
+    if (!f.ok()) return f.status();
+  }
+  constexpr int64_t kNeighbours = 2;
+  for (;;) {
+    // Narrow to hi == lo + 1 (or the ends: lo == cap fits, hi == 1 fails).
+    while (hi - lo > 1) {
+      const bool one_sided = !(lo > 0 && hi <= cap);
+      const int64_t width = hi - lo;
+      const int64_t b = next_batch();
+      auto f = probe(b);
+      if (!f.ok()) return f.status();
+      if (!one_sided && guessed && 2 * (hi - lo) > width) bisect_only = true;
+      if (one_sided && (lo > 0) != (hi <= cap)) {
+        // Still one-sided after a guess: the next step is at least twice
+        // this one's (a gallop), so a poor guess costs log steps.
+        step = step == 0 ? 1 : 2 * step;
+      } else {
+        step = 0;
+      }
+    }
+    if (lo == 0 || lo == cap) break;
+    bool resumed = false;
+    const int64_t first_failure = hi;
+    for (int64_t b = first_failure + 1; b <= std::min(cap, first_failure + kNeighbours); ++b) {
+      auto f = probe(b, true);
+      if (!f.ok()) return f.status();
+      if (f.value()) {
+        resumed = true;
+        break;
+      }
+    }
+    if (!resumed) break;
+    // Resume upward from the batch that fits; the failures below it are
+    // forgotten.
+    hi = cap + 1;
+    hi_p = hi_prev = Point();
+    bisect_only = false;
+    step = 0;
+  }
+  out.batch = lo;
+  return out;
+}
+
 int64_t SavedActivationBytes(const Plan& plan) {
   const int c = static_cast<int>(Category::kSavedActivations);
   int64_t best = plan.peak.breakdown.bytes[c];
@@ -266,6 +392,14 @@ class Searcher {
     return out;
   }
 
+  MeasureFn Measure(Precision p, const std::vector<std::string>& ckpt, int64_t usable) {
+    return [this, p, ckpt, usable](int64_t batch) -> Result<FitMeasure> {
+      auto probe = At(batch, p, ckpt, usable);
+      if (!probe.ok()) return probe.status();
+      return FitMeasure{probe.value()->Fits(usable), static_cast<double>(probe.value()->Need())};
+    };
+  }
+
   FitFn Fits(Precision p, const std::vector<std::string>& ckpt, int64_t usable) {
     return [this, p, ckpt, usable](int64_t batch) -> Result<bool> {
       auto probe = At(batch, p, ckpt, usable);
@@ -389,9 +523,11 @@ Result<Advice> AdviseOneStrategy(const Graph& g, const AdviseRequest& r) {
             std::find(seen.begin(), seen.end(), c.checkpoint) != seen.end()) {
           continue;
         }
-        auto found =
-            LargestBatch(s.Fits(p, c.checkpoint, usable), cap,
-                         pl == CheckpointStrategy::kNone ? hint : std::max<int64_t>(1, b_none));
+        const int64_t start = pl == CheckpointStrategy::kNone ? hint : std::max<int64_t>(1, b_none);
+        auto found = r.predicted_search
+                         ? LargestBatchPredicted(s.Measure(p, c.checkpoint, usable),
+                                                 static_cast<double>(usable), cap, start)
+                         : LargestBatch(s.Fits(p, c.checkpoint, usable), cap, start);
         if (!found.ok()) return found.status();
         c.batch = found->batch;
         if (pl == CheckpointStrategy::kNone) {

@@ -38,6 +38,28 @@ struct BatchSearch {
 /// until a success), then bisection.
 Result<BatchSearch> LargestBatch(const FitFn& fits, int64_t cap, int64_t start = 1);
 
+/// One probe of a batch for LargestBatchPredicted: whether it fits, and the
+/// bytes it needs (a lower bound is enough: it only steers the search).
+struct FitMeasure {
+  bool fits = false;
+  double need = 0;
+};
+using MeasureFn = std::function<Result<FitMeasure>(int64_t batch)>;
+
+/// LargestBatch's answer in fewer probes where the need is close to affine in
+/// the batch: a start above 1 (another search's answer) is tried with the
+/// batch after it; then the next batch is where the line through two probes'
+/// needs meets `target` (the secant, or the need taken proportional to the
+/// batch; with at least a doubling step while only one side is known; within
+/// the bracket once both are, bisecting from the first guess that leaves more
+/// than half of it). It ends as LargestBatch does: batch + 1 fails, and the
+/// two batches after it are probed too (the peak need not grow with the
+/// batch); one that fits resumes the search from there. For a monotone
+/// `fits` the answer is LargestBatch's; otherwise it may be another batch
+/// with the same property.
+[[nodiscard]] Result<BatchSearch> LargestBatchPredicted(const MeasureFn& measure, double target,
+                                                        int64_t cap, int64_t start = 1);
+
 /// Tunables of the throughput estimate; see advisor.cc for the reasoning.
 struct SpeedModel {
   double compute_efficiency = 0.45;  ///< Sustained share of peak dense FLOP/s.
@@ -90,6 +112,11 @@ struct AdviseRequest {
   double margin = 0.05;                          ///< Share of the budget kept free.
   int64_t context_bytes = kDefaultContextBytes;  ///< Outside PyTorch (context).
   int64_t max_batch = 65536;
+  /// The batch search: LargestBatch (false), or LargestBatchPredicted,
+  /// fewer plans but, where the need is not monotone in the batch (most
+  /// models at scale), often another batch that fits with the next ones
+  /// failing, as often larger as smaller.
+  bool predicted_search = false;
   int64_t global_batch = 0;  ///< > 0: gradient accumulation to reach it (over all ranks).
   /// Several GPUs: the data-parallel strategies to try (each at world_size
   /// ranks, `single` at one), batches per rank; empty = base.dist alone.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "planner/ops/test_graph.h"
 
@@ -65,6 +66,138 @@ TEST(Advisor, BatchSearchEdges) {
       100, 1);
   ASSERT_FALSE(err.ok());
   EXPECT_EQ(err.message(), "boom at 8");  // 1, 2, 4, 8
+}
+
+// A need in bytes for the predicted search, and the fit it implies.
+using NeedFn = std::function<double(int64_t)>;
+
+MeasureFn Measured(const NeedFn& need, double limit, std::vector<int64_t>* asked) {
+  return [need, limit, asked](int64_t b) -> Result<FitMeasure> {
+    asked->push_back(b);
+    return FitMeasure{need(b) <= limit, need(b)};
+  };
+}
+
+FitFn Fitting(const NeedFn& need, double limit) {
+  return [need, limit](int64_t b) -> Result<bool> { return need(b) <= limit; };
+}
+
+// The largest batch in [1, cap] whose need fits, by trying every batch.
+int64_t Exhaustive(const NeedFn& need, double limit, int64_t cap) {
+  int64_t best = 0;
+  for (int64_t b = 1; b <= cap; ++b) {
+    if (need(b) <= limit) best = b;
+  }
+  return best;
+}
+
+// What the advisor's reserved bytes look like: a fixed part and a per-sample
+// part, rounded up to whole segments.
+NeedFn Stepped(double fixed, double per_sample, double segment) {
+  return [=](int64_t b) {
+    return fixed + segment * std::ceil(per_sample * static_cast<double>(b) / segment);
+  };
+}
+
+TEST(Advisor, PredictedSearchMatchesTheExhaustiveOneOnAffineAndSteppedNeeds) {
+  const int64_t cap = 65536;
+  int predicted_probes = 0, doubling_probes = 0;
+  for (double per_sample : {1e6, 3.3e7, 2.5e8}) {
+    for (double segment : {1.0, 2097152.0, 2e9}) {
+      const NeedFn need = Stepped(6e9, per_sample, segment);
+      for (double limit : {5e9, 6.2e9, 4e10, 1.33e11}) {
+        const int64_t truth = Exhaustive(need, limit, cap);
+        for (int64_t start : {1, 97, 5000}) {
+          std::vector<int64_t> asked;
+          auto p = LargestBatchPredicted(Measured(need, limit, &asked), limit, cap, start);
+          ASSERT_TRUE(p.ok());
+          EXPECT_EQ(p->batch, truth)
+              << per_sample << " " << segment << " " << limit << " " << start;
+          EXPECT_EQ(p->probes, static_cast<int>(asked.size()));
+          EXPECT_LE(p->probes, 40);
+          auto d = LargestBatch(Fitting(need, limit), cap, start);
+          ASSERT_TRUE(d.ok());
+          EXPECT_EQ(d->batch, truth);
+          predicted_probes += p->probes;
+          doubling_probes += d->probes;
+        }
+      }
+    }
+  }
+  // The point of it: fewer probes in all.
+  EXPECT_LT(predicted_probes, doubling_probes * 3 / 4);
+}
+
+TEST(Advisor, PredictedSearchNeedsFewProbesOnAnAffineNeed) {
+  // 6 GB fixed, 33 MB per sample, 133 GB usable: the frontier is at 3848.
+  const NeedFn need = [](int64_t b) { return 6e9 + 3.3e7 * static_cast<double>(b); };
+  std::vector<int64_t> asked;
+  auto p = LargestBatchPredicted(Measured(need, 1.33e11, &asked), 1.33e11, 65536, 1);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->batch, 3848);
+  // 1, a proportional guess, the secant's 3848, 3849, the two neighbours.
+  EXPECT_LE(p->probes, 7);
+  // From another search's answer that is this one's too: it and the next
+  // three batches.
+  asked.clear();
+  auto again = LargestBatchPredicted(Measured(need, 1.33e11, &asked), 1.33e11, 65536, 3848);
+  EXPECT_EQ(again->batch, 3848);
+  EXPECT_EQ(asked, (std::vector<int64_t>{3848, 3849, 3850, 3851}));
+}
+
+// The need is not monotone: single batches below the largest fitting one do
+// not fit (one batch wide, so the neighbour probes see past them), and past
+// a cliff nothing fits, although the need falls back a little further on.
+TEST(Advisor, PredictedSearchMatchesTheExhaustiveOneOnANonMonotoneNeed) {
+  const int64_t cap = 65536;
+  for (int64_t frontier : {7, 700, 49152}) {
+    for (int64_t hole_every : {3, 17, 1000}) {
+      const NeedFn need = [=](int64_t b) {
+        const double base = 1e9 + 2e6 * static_cast<double>(b);
+        if (b <= frontier) return b % hole_every == 0 && b > 1 ? 9e18 : base;
+        if (b < frontier + 6000) return 1.5e11;  // the cliff
+        return 1.45e11;                          // lower, still over
+      };
+      const double limit = 1.42e11;
+      const int64_t truth = Exhaustive(need, limit, cap);
+      ASSERT_LE(truth, frontier);
+      ASSERT_GE(truth, frontier - 1);
+      for (int64_t start : {int64_t{1}, int64_t{64}, frontier, int64_t{60000}}) {
+        std::vector<int64_t> asked;
+        auto p = LargestBatchPredicted(Measured(need, limit, &asked), limit, cap, start);
+        ASSERT_TRUE(p.ok());
+        EXPECT_EQ(p->batch, truth)
+            << "frontier " << frontier << " holes " << hole_every << " start " << start;
+        auto d = LargestBatch(Fitting(need, limit), cap, start);
+        ASSERT_TRUE(d.ok());
+        EXPECT_EQ(d->batch, truth);
+      }
+    }
+  }
+}
+
+TEST(Advisor, PredictedSearchEdges) {
+  std::vector<int64_t> asked;
+  auto none =
+      LargestBatchPredicted(Measured([](int64_t) { return 2.0; }, 1.0, &asked), 1.0, 65536, 64);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->batch, 0);
+  auto all =
+      LargestBatchPredicted(Measured([](int64_t) { return 0.0; }, 1.0, &asked), 1.0, 65536, 1);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->batch, 65536);
+  EXPECT_LE(all->probes, 18);
+  auto one = LargestBatchPredicted(
+      Measured([](int64_t b) { return b == 1 ? 0.0 : 2.0; }, 1.0, &asked), 1.0, 65536, 1000);
+  EXPECT_EQ(one->batch, 1);
+  auto err = LargestBatchPredicted(
+      [](int64_t b) -> Result<FitMeasure> {
+        if (b > 4) return Status::Error("boom at " + std::to_string(b));
+        return FitMeasure{true, 1.0};
+      },
+      2.0, 100, 1);
+  ASSERT_FALSE(err.ok());
+  EXPECT_EQ(err.message().substr(0, 8), "boom at ");
 }
 
 AdviseRequest Request(int64_t budget, double margin) {
@@ -152,6 +285,31 @@ TEST(Advisor, ReportsEveryPlanItMakes) {
     planned_the_answer |= p.batch == a->ranked.front().batch;
   }
   EXPECT_TRUE(planned_the_answer);
+}
+
+// Advise gives the same candidates with either batch search, in fewer plans
+// with the predicted one.
+TEST(Advisor, PredictedAndDoublingSearchesAdviseTheSame) {
+  const Graph g = TwoLayerMlp();
+  int predicted_plans = 0, doubling_plans = 0;
+  for (int64_t budget : {int64_t{64} << 20, int64_t{256} << 20, int64_t{3} << 30}) {
+    AdviseRequest r = Request(budget, 0.05);
+    r.precisions = {Precision::kAmpBf16, Precision::kFp32};
+    r.predicted_search = true;
+    auto predicted = Advise(g, r);
+    r.predicted_search = false;
+    auto doubling = Advise(g, r);
+    ASSERT_TRUE(predicted.ok() && doubling.ok());
+    ASSERT_EQ(predicted->ranked.size(), doubling->ranked.size());
+    for (size_t i = 0; i < predicted->ranked.size(); ++i) {
+      EXPECT_EQ(predicted->ranked[i].batch, doubling->ranked[i].batch) << budget;
+      EXPECT_EQ(predicted->ranked[i].device_bytes, doubling->ranked[i].device_bytes);
+    }
+    EXPECT_LE(predicted->plans, doubling->plans) << budget;
+    predicted_plans += predicted->plans;
+    doubling_plans += doubling->plans;
+  }
+  EXPECT_LT(predicted_plans, doubling_plans);
 }
 
 TEST(Advisor, DevicesWithoutBf16SkipIt) {
