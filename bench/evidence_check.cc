@@ -6,11 +6,19 @@
 //   - a measured configuration's plan is not 100 % backed (a rule the
 //     calibration exercises lacks its evidence entry), or
 //   - an entry claims a configuration no calibration row measured.
+// The family rows (bench/results/families_h200.jsonl: bench/families.py,
+// models of families the calibration lacks) are measurements too: a family
+// configuration (model, training or inference, precision) backs the rules its
+// plan uses when the plan matches every one of its rows, allocated peak within
+// kEvidenceAllocatedTolerance at each measured batch (first and steady step).
+// Its plan must then be backed except for the fitted mechanisms (cuDNN RNN
+// workspaces), like a calibration configuration.
 // --print writes the derived bits per rule (to review against the tables).
-// --families FILE: per family row (bench/results/families_h200.jsonl), the
-// unbacked share of the plan and its error against the measurement.
+// --families FILE: per family row, the unbacked share of the plan and its
+// error against the measurement.
 //
 // Usage: evidence_check [--dir bench/calibration] [--models models] [--print]
+//                       [--family-rows bench/results/families_h200.jsonl]
 //                       [--families bench/results/families_h200.jsonl]
 #include <algorithm>
 #include <cmath>
@@ -25,6 +33,7 @@
 
 #include "onnx_import/importer.h"
 #include "planner/checkpoint.h"
+#include "planner/devices.h"
 #include "planner/evidence.h"
 #include "planner/op_registry.h"
 #include "planner/plan.h"
@@ -49,6 +58,7 @@ std::string Str(const json& j, const char* key) {
 
 struct Derived {
   uint8_t train = 0, inference = 0;
+  bool over_int32 = false;  ///< Used over 2^31 elements by a matching configuration.
   std::set<std::string> models;
 };
 
@@ -58,12 +68,15 @@ int main(int argc, char** argv) {
   std::string dir = std::string(MEMPLAN_SOURCE_DIR) + "/bench/calibration";
   std::string models = std::string(MEMPLAN_SOURCE_DIR) + "/models";
   std::string families;
+  const std::string results = std::string(MEMPLAN_SOURCE_DIR) + "/bench/results";
+  std::string family_rows = results + "/families_h200.jsonl";
   bool print = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--dir" && i + 1 < argc) dir = argv[++i];
     if (a == "--models" && i + 1 < argc) models = argv[++i];
     if (a == "--families" && i + 1 < argc) families = argv[++i];
+    if (a == "--family-rows" && i + 1 < argc) family_rows = argv[++i];
     if (a == "--print") print = true;
   }
   // One configuration per distinct measured setup, at its smallest and its
@@ -169,14 +182,154 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // Family configurations whose plans match every row back their rules.
+  auto family_plan = [&](const json& j) -> memplan::Result<memplan::Plan> {
+    const std::string model = j["model"];
+    const memplan::Graph* g = graph(model + "_train");
+    if (!g) return memplan::Status::Error("cannot import " + model + "_train.onnx");
+    const bool infer = j["mode"] == "infer";
+    memplan::ShapeBindings b;
+    const int64_t batch = j["batch"];
+    if (model == "gru_seqfirst") {
+      b.dims["batch"] = batch;
+    } else {
+      b.batch = batch;
+    }
+    std::vector<std::string> warn;
+    auto bound = memplan::BindShapes(*g, b, &warn);
+    if (!bound.ok()) return bound.status();
+    memplan::PlanOptions o;
+    o.mode = infer ? memplan::Mode::kInference : memplan::Mode::kTrain;
+    o.precision = memplan::ParsePrecision(j["precision"].get<std::string>()).value();
+    if (model == "unet_ldm") o.loss = memplan::Loss::kMse;
+    o.model_load = memplan::ModelLoad::kCast;  // bench/families.py keeps the cache
+    return memplan::MakePlan(bound.value(), batch, o);
+  };
+  {
+    struct FamilyConfig {
+      bool matches = true;
+      double worst = 0;
+      std::vector<memplan::Plan> plans;
+    };
+    std::map<std::tuple<std::string, std::string, std::string>, FamilyConfig> fam;
+    std::vector<json> rows;
+    std::set<std::string> family_models;
+    {
+      std::ifstream in(family_rows);
+      if (!in) {
+        std::printf("FAIL: cannot read %s\n", family_rows.c_str());
+        return 1;
+      }
+      std::string line;
+      while (std::getline(in, line)) {
+        if (line.empty()) continue;
+        rows.push_back(json::parse(line));
+        family_models.insert(rows.back()["model"].get<std::string>());
+      }
+    }
+    // The same models measured at the batches advise picked for an H200 and
+    // at large batches: rows of the same configurations (the held-out "_b"
+    // models stay out).
+    for (const char* f :
+         {"advise_fit/fit_amp_bf16_h200.jsonl", "advise_fit/fit_amp_bf16_h200_2.jsonl",
+          "advise_fit/fit_amp_bf16_h200_3.jsonl", "advise_fit/fit_fp32_h200.jsonl",
+          "large/families_large_h200.jsonl"}) {
+      std::ifstream in(results + "/" + f);
+      if (!in) {
+        std::printf("FAIL: cannot read %s/%s\n", results.c_str(), f);
+        return 1;
+      }
+      std::string line;
+      while (std::getline(in, line)) {
+        if (line.empty()) continue;
+        json j = json::parse(line);
+        if (j.contains("kind") || !j.contains("mode")) continue;
+        if (family_models.count(j["model"].get<std::string>())) rows.push_back(std::move(j));
+      }
+    }
+    const memplan::DevicePreset* h200 = memplan::FindDevice("h200");
+    for (const json& j : rows) {
+      const bool oom = j.contains("error") && j["error"].get<std::string>().rfind("oom", 0) == 0;
+      if (j.contains("error") && !oom) continue;
+      FamilyConfig& fc = fam[{j["model"], j["mode"], j["precision"]}];
+      auto plan = family_plan(j);
+      if (!plan.ok()) {
+        std::printf("FAIL: %s: %s\n", j["model"].get<std::string>().c_str(),
+                    plan.message().c_str());
+        ++fail;
+        fc.matches = false;
+        continue;
+      }
+      ++plans;
+      if (oom) {
+        // Ran out of memory on the H200: the plan matches when it does not
+        // fit there either.
+        const int64_t need = std::max(plan->steady.reserved_bytes, plan->first_step.reserved_bytes);
+        if (need + h200->context_bytes <= h200->memory_bytes) {
+          fc.matches = false;
+          fc.worst = std::max(fc.worst, 1.0);
+        }
+        fc.plans.push_back(std::move(plan.value()));
+        continue;
+      }
+      std::vector<std::pair<int64_t, int64_t>> pairs;  // measured, planned
+      if (j["mode"] == "infer") {
+        pairs.emplace_back(j["peak"].get<int64_t>(), plan->peak.allocated_bytes);
+      } else {
+        pairs.emplace_back(j["steps"][0]["step_peak"].get<int64_t>(),
+                           plan->first_step.allocated_bytes);
+        pairs.emplace_back(j["steps"].back()["step_peak"].get<int64_t>(),
+                           plan->steady.allocated_bytes);
+      }
+      for (const auto& [meas, pred] : pairs) {
+        const double err = std::abs(static_cast<double>(pred - meas)) / static_cast<double>(meas);
+        fc.worst = std::max(fc.worst, err);
+        if (err > memplan::kEvidenceAllocatedTolerance) fc.matches = false;
+      }
+      fc.plans.push_back(std::move(plan.value()));
+    }
+    for (const auto& [key, fc] : fam) {
+      const auto& [model, mode, precision] = key;
+      if (print) {
+        std::printf("family %-14s %-5s %-8s worst allocated error %.1f %%: %s\n", model.c_str(),
+                    mode.c_str(), precision.c_str(), 100.0 * fc.worst,
+                    fc.matches ? "backs its rules" : "does not back");
+      }
+      if (!fc.matches) continue;
+      const bool infer = mode == "infer";
+      const uint8_t bit = memplan::PrecisionBit(memplan::ParsePrecision(precision).value());
+      for (const memplan::Plan& p : fc.plans) {
+        for (const memplan::RuleShare& r : p.coverage.rules) {
+          const std::string suffix = memplan::kOverInt32Suffix;
+          if (r.rule.size() > suffix.size() &&
+              r.rule.compare(r.rule.size() - suffix.size(), suffix.size(), suffix) == 0) {
+            derived[r.rule.substr(0, r.rule.size() - suffix.size())].over_int32 = true;
+          }
+          Derived& d = derived[r.rule];
+          (infer ? d.inference : d.train) |= bit;
+          d.models.insert(model);
+          if (!r.backed && r.rule != memplan::MechanismName(memplan::Mechanism::kRnnWorkspace)) {
+            std::printf("FAIL: family %s %s %s: rule '%s' is used but has no evidence for it\n",
+                        model.c_str(), mode.c_str(), precision.c_str(), r.rule.c_str());
+            ++fail;
+          }
+        }
+      }
+    }
+  }
   // No entry claims more than the rows show.
   auto check = [&](const std::string& rule, const memplan::Evidence& e) {
     if (e.source == nullptr) return;
     const Derived d = derived.count(rule) ? derived[rule] : Derived{};
+    if (e.over_int32 && !d.over_int32) {
+      std::printf("FAIL: rule '%s' claims evidence over 2^31 elements that no matching row shows\n",
+                  rule.c_str());
+      ++fail;
+    }
     if ((e.train & ~d.train) != 0 || (e.inference & ~d.inference) != 0) {
       std::printf(
-          "FAIL: rule '%s' claims train bits 0x%02x inference 0x%02x; the calibration rows "
-          "show 0x%02x / 0x%02x\n",
+          "FAIL: rule '%s' claims train bits 0x%02x inference 0x%02x; the calibration and "
+          "matching family rows show 0x%02x / 0x%02x\n",
           rule.c_str(), e.train, e.inference, d.train, d.inference);
       ++fail;
     }
@@ -186,18 +339,18 @@ int main(int argc, char** argv) {
     check(memplan::MechanismName(mech), memplan::MechanismEvidence(mech));
   }
   for (const auto& kv : derived) {
-    if (memplan::FindOp("", kv.first)) check(kv.first, memplan::OpEvidence(kv.first));
+    check(kv.first, memplan::OpEvidence(kv.first));  // ops, synthesized ones included
   }
   for (const char* op : {"LSTM", "GRU", "GroupNormalization", "Resize", "InstanceNormalization"}) {
     check(op, memplan::OpEvidence(op));
   }
   if (print) {
-    std::printf("%-34s %-5s %-5s  models\n", "rule", "train", "infer");
+    std::printf("%-44s %-5s %-5s %s  models\n", "rule", "train", "infer", "2^31");
     for (const auto& kv : derived) {
       std::string ms;
       for (const std::string& m : kv.second.models) ms += (ms.empty() ? "" : ", ") + m;
-      std::printf("%-34s 0x%02x  0x%02x   %s\n", kv.first.c_str(), kv.second.train,
-                  kv.second.inference, ms.c_str());
+      std::printf("%-44s 0x%02x  0x%02x %s     %s\n", kv.first.c_str(), kv.second.train,
+                  kv.second.inference, kv.second.over_int32 ? "L" : "-", ms.c_str());
     }
   }
   std::printf("%d configurations planned, %zu rules used, %d failures\n", plans, derived.size(),
@@ -213,25 +366,9 @@ int main(int argc, char** argv) {
       const json j = json::parse(line);
       if (j.contains("error")) continue;
       const std::string model = j["model"];
-      const memplan::Graph* g = graph(model + "_train");
-      if (!g) continue;
       const bool infer = j["mode"] == "infer";
-      memplan::ShapeBindings b;
       const int64_t batch = j["batch"];
-      if (model == "gru_seqfirst") {
-        b.dims["batch"] = batch;
-      } else {
-        b.batch = batch;
-      }
-      std::vector<std::string> warn;
-      auto bound = memplan::BindShapes(*g, b, &warn);
-      if (!bound.ok()) continue;
-      memplan::PlanOptions o;
-      o.mode = infer ? memplan::Mode::kInference : memplan::Mode::kTrain;
-      o.precision = memplan::ParsePrecision(j["precision"].get<std::string>()).value();
-      if (model == "unet_ldm") o.loss = memplan::Loss::kMse;
-      o.model_load = memplan::ModelLoad::kCast;  // bench/families.py keeps the cache
-      auto plan = memplan::MakePlan(bound.value(), batch, o);
+      auto plan = family_plan(j);
       if (!plan.ok()) continue;
       int64_t meas = 0;
       if (infer) {

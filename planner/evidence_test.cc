@@ -69,10 +69,16 @@ TEST(Evidence, CoversOnlyTheMeasuredModeAndPrecision) {
   EXPECT_TRUE(relu.Covers(Mode::kInference, Precision::kFp32));
   // The calibration measured CNN inference in fp32 only.
   EXPECT_FALSE(relu.Covers(Mode::kInference, Precision::kFp16));
-  // Never measured.
-  EXPECT_EQ(OpEvidence("LSTM").source, nullptr);
-  EXPECT_FALSE(OpEvidence("LSTM").Covers(Mode::kTrain, Precision::kFp32));
-  EXPECT_FALSE(MechanismEvidence(Mechanism::kMseLoss).Covers(Mode::kTrain, Precision::kFp32));
+  // Measured only by the family rows, training in fp32, amp_bf16 and bf16.
+  EXPECT_TRUE(OpEvidence("LSTM").Covers(Mode::kTrain, Precision::kBf16));
+  EXPECT_FALSE(OpEvidence("LSTM").Covers(Mode::kTrain, Precision::kAmpFp16));
+  EXPECT_TRUE(MechanismEvidence(Mechanism::kMseLoss).Covers(Mode::kTrain, Precision::kFp32));
+  EXPECT_FALSE(MechanismEvidence(Mechanism::kMseLoss).Covers(Mode::kInference, Precision::kFp32));
+  // Never measured, or fitted: never backed.
+  EXPECT_EQ(OpEvidence("InstanceNormalization").source, nullptr);
+  EXPECT_EQ(MechanismEvidence(Mechanism::kSdpaMaskGrad).source, nullptr);
+  EXPECT_EQ(MechanismEvidence(Mechanism::kRnnWorkspace).source, nullptr);
+  EXPECT_FALSE(OpEvidence("InstanceNormalization").Covers(Mode::kTrain, Precision::kFp32));
   EXPECT_TRUE(MechanismEvidence(Mechanism::kAdamState).Covers(Mode::kTrain, Precision::kAmpBf16));
 }
 

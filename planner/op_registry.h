@@ -169,6 +169,8 @@ struct OpDef {
   bool group_norm_workspaces = false;
   /// Takes cuDNN convolution workspaces (schedule.cc ConvWorkspaces).
   bool cudnn_conv = false;
+  /// Takes cuDNN RNN workspaces (planner/rnn.cc RnnWorkspaceBytes).
+  bool cudnn_rnn = false;
   /// Returns its input itself in inference (eval-mode dropout).
   bool eval_identity = false;
   /// A TensorIterator kernel: its output takes the memory layout of its

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "planner/allocator_sim.h"
+#include "planner/evidence.h"
 #include "planner/graph.h"
 #include "planner/options.h"
 #include "planner/status.h"
@@ -66,10 +67,6 @@ struct Coverage {
   /// unbacked_bytes / peak_bytes (0 for an empty peak).
   [[nodiscard]] double UnbackedShare() const;
 };
-
-/// Elements above which PyTorch CUDA kernels that index in 32 bits fail
-/// (they check numel < INT_MAX: aten/src/ATen/native/cuda/UpSample*.cu).
-constexpr int64_t kInt32IndexElements = (1LL << 31) - 1;
 
 /// The largest tensor a 32-bit-indexing kernel would see.
 struct KernelLimit {

@@ -1,5 +1,6 @@
 #include "planner/rules.h"
 
+#include "planner/checked.h"
 #include "planner/ops/op_names.h"
 
 namespace memplan {
@@ -11,7 +12,38 @@ RuleRef RuleOfMechanism(Mechanism m) {
   return r;
 }
 
+namespace {
+
+// Whether one of the op's tensors has 2^31 elements or more.
+bool HasTensorOverInt32(const Schedule& s, const ExecOp& op) {
+  for (const std::vector<int>* vals : {&op.in, &op.out}) {
+    for (int v : *vals) {
+      if (v < 0) continue;
+      int64_t n = 0;
+      if (!CheckedNumel(s.vals[v].shape, &n) || n > kInt32IndexElements) return true;
+    }
+  }
+  return false;
+}
+
+RuleRef RuleOfOpAtAnySize(const Schedule& s, const ExecOp& op);
+
+}  // namespace
+
 RuleRef RuleOfOp(const Schedule& s, const ExecOp& op) {
+  RuleRef r = RuleOfOpAtAnySize(s, op);
+  if (HasTensorOverInt32(s, op)) {
+    // Kernels take other paths there (64-bit indexing, split iterations,
+    // other cuDNN engines): measurements below are no evidence above.
+    r.name += kOverInt32Suffix;
+    if (!r.evidence.over_int32) r.evidence = Evidence{};
+  }
+  return r;
+}
+
+namespace {
+
+RuleRef RuleOfOpAtAnySize(const Schedule& s, const ExecOp& op) {
   const std::string& t = op.op_type;
   const size_t copy = t.find("(copy)");
   if (t == "Contiguous" || copy != std::string::npos) {
@@ -43,5 +75,7 @@ RuleRef RuleOfOp(const Schedule& s, const ExecOp& op) {
   r.evidence = OpEvidence(t);
   return r;
 }
+
+}  // namespace
 
 }  // namespace memplan

@@ -453,12 +453,16 @@ void Simulator::Backward() {
         }
         break;
     }
-    Use(WorkspaceRule(k));
+    Use(TempRule(k));
     const int bwd_temp =
         op.bwd_temp_bytes > 0 ? AllocNew(op.bwd_temp_bytes, Category::kTransients) : -1;
     const int bwd_copy =
         op.bwd_copy_bytes > 0 ? AllocNew(op.bwd_copy_bytes, Category::kTransients) : -1;
-    if (op.bwd_workspace > 0) Free(AllocNew(op.bwd_workspace, Category::kWorkspaces));
+    if (op.bwd_workspace > 0) {
+      Use(WorkspaceRule(k));
+      Free(AllocNew(op.bwd_workspace, Category::kWorkspaces));
+      Use(TempRule(k));
+    }
     if (bwd_copy >= 0) Free(bwd_copy);
     const int weight_copy = op.bwd_weight_copy_bytes > 0
                                 ? AllocNew(op.bwd_weight_copy_bytes, Category::kTransients)
@@ -467,7 +471,9 @@ void Simulator::Backward() {
       WeightPassGrads(op, &produced);
     }
     if (op.bwd_weight_workspace > 0) {
+      Use(WorkspaceRule(k));
       Free(AllocNew(op.bwd_weight_workspace, Category::kWorkspaces));
+      Use(TempRule(k));
     }
     if (weight_copy >= 0) Free(weight_copy);
     if (bwd_temp >= 0) Free(bwd_temp);

@@ -50,11 +50,14 @@ class Simulator {
     param_index_.assign(s.vals.size(), -1);
     for (size_t k = 0; k < s.params.size(); ++k) param_index_[s.params[k]] = static_cast<int>(k);
     op_rule_.reserve(s.ops.size());
-    op_cudnn_conv_.reserve(s.ops.size());
+    op_workspace_.reserve(s.ops.size());
     for (const ExecOp& op : s.ops) {
       op_rule_.push_back(Intern(RuleOfOp(s, op)));
       const OpDef* def = FindOp("", op.op_type);
-      op_cudnn_conv_.push_back(def != nullptr && def->cudnn_conv);
+      WorkspaceKind kind = WorkspaceKind::kOp;
+      if (def != nullptr && def->cudnn_conv) kind = WorkspaceKind::kCudnnConv;
+      if (def != nullptr && def->cudnn_rnn) kind = WorkspaceKind::kCudnnRnn;
+      op_workspace_.push_back(kind);
     }
     Use(Mech(Mechanism::kAllocator));
     for (const Val& v : s.vals) {
@@ -187,7 +190,12 @@ class Simulator {
   }
   // The rule of op i's workspaces.
   int WorkspaceRule(size_t i) {
-    if (op_cudnn_conv_[i]) return Mech(Mechanism::kConvWorkspace);
+    if (op_workspace_[i] == WorkspaceKind::kCudnnRnn) return Mech(Mechanism::kRnnWorkspace);
+    return TempRule(i);
+  }
+  // The rule of op i's backward temporaries and copies around its workspaces.
+  int TempRule(size_t i) {
+    if (op_workspace_[i] == WorkspaceKind::kCudnnConv) return Mech(Mechanism::kConvWorkspace);
     return OpRule(i);
   }
   int NewStorage(int64_t bytes, Category cat) {
@@ -317,8 +325,11 @@ class Simulator {
   static int64_t EventId(int st) { return int64_t{st} + 1; }
   int cur_op_ = -1;  // the op running now (events are attributed to it)
   std::unordered_map<std::string, int> rule_ids_;
-  std::vector<int> op_rule_;         // per op
-  std::vector<bool> op_cudnn_conv_;  // per op: its workspace is cuDNN's (OpDef::cudnn_conv)
+  std::vector<int> op_rule_;  // per op
+  // Whose rule an op's workspace belongs to: the op's, cuDNN convolution's
+  // (OpDef::cudnn_conv) or cuDNN RNN's (OpDef::cudnn_rnn).
+  enum class WorkspaceKind : uint8_t { kOp, kCudnnConv, kCudnnRnn };
+  std::vector<WorkspaceKind> op_workspace_;                            // per op
   std::vector<int> mech_rule_ = std::vector<int>(kNumMechanisms, -1);  // per Mechanism, -1: unused
   int cur_rule_ = -1;
   bool recomputing_ = false;

@@ -1413,6 +1413,8 @@ void RegisterNnOps(OpTable* t) {
 
   t->Add("Attention", Def(AttentionShape, AttentionSaves, AttentionFlops, low));
 
+  for (const char* op : {"LSTM", "GRU", "RNN"}) t->Mutable(op)->cudnn_rnn = true;
+
   // cuDNN convolutions: contiguous input, workspaces, weight and bias slots.
   for (const char* op : {"Conv", "ConvTranspose"}) {
     OpDef* d = t->Mutable(op);

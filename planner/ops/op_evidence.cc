@@ -11,58 +11,172 @@ struct OpEntry {
   Evidence evidence;
 };
 
-// Op rules: every op the calibration models run (evidence_check --print).
+// Op rules: every op the calibration models and the matching family
+// configurations run (evidence_check --print).
 const OpEntry kOpEvidence[] = {
-    {"Add", {kAllModels, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"And", {kGpt2, kAmpBf16, kFp32 | kFp16}},
-    {"BatchNormalization", {kCnns, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
-    {"Cast", {kBertGpt2, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"CastLike", {kCnns, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
-    {"Clip", {kMobilenet, kFp32 | kAmpBf16 | kAmpFp16, kFp32}},
-    {"Concat", {kGpt2Vit, kFp32 | kAmpBf16 | kAmpFp16, kFp32 | kFp16}},
-    {"Conv", {kMobilenetResnet18Resnet50Vit, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
-    {"CumSum", {kGpt2, kAmpBf16, kFp32 | kFp16}},
-    {"Div", {kBertGpt2, kAmpBf16, 0}},
-    {"Dropout", {kBertGpt2Mobilenet, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"Equal", {kGpt2, kAmpBf16, kFp32 | kFp16}},
-    {"Expand", {kAllModels, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"Flatten", {kMobilenetResnet50, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, 0}},
-    {"Gather", {kBertGpt2Vit, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"GatherElements", {kBert, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"GatherND", {kGpt2, kAmpBf16, kFp32 | kFp16}},
-    {"Gelu", {kBertVit, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"Gemm", {kAllModels, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"GlobalAveragePool", {kMobilenetResnet50, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, 0}},
-    {"Identity", {kBertGpt2Vit, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"LayerNormalization", {kBertGpt2Vit, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"LessOrEqual", {kGpt2, kAmpBf16, 0}},
-    {"MatMul", {kBertGpt2Vit, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"Max", {kGpt2, kAmpBf16, kFp32 | kFp16}},
-    {"MaxPool", {kResnet18Resnet50, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
-    {"Mul", {kGpt2, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"Not", {kGpt2, kAmpBf16, kFp32 | kFp16}},
-    {"Pow", {kGpt2, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"ReduceMean", {kCnns, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
-    {"Relu", {kResnet18Resnet50, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
-    {"Reshape", {kAllModels, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"SequenceAt", {kGpt2, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"Slice", {kBertGpt2, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"Softmax", {kBertGpt2, kAmpBf16, 0}},
-    {"Split", {kGpt2, 0, kFp32 | kFp16}},
-    {"SplitToSequence", {kGpt2, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"Sqrt", {kBert, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, 0}},
-    {"Squeeze", {kVit, kFp32 | kAmpBf16 | kAmpFp16, kFp32}},
-    {"Sub", {kGpt2, kAmpBf16, kFp32 | kFp16}},
-    {"Tanh", {kBertGpt2, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"Transpose", {kBertGpt2Vit, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"Unsqueeze", {kGpt2Vit, kFp32 | kAmpBf16 | kAmpFp16, kFp32 | kFp16}},
-    {"Where", {kBertGpt2, kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"Abs", {"family rows of t5_encdec", kBf16, 0}},
+    {"Add",
+     {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
+      "rows of deeplab_mnv3, llama_gqa, qwen_bigvocab, t5_encdec, unet_ldm, wav2vec2_cls",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"And", {"calibration rows of gpt2", kAmpBf16, kFp32 | kFp16}},
+    {"BatchNormalization",
+     {"calibration rows of mobilenet_v2, resnet18, resnet50; family rows of deeplab_mnv3",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
+    {"Cast",
+     {"calibration rows of bert_base, gpt2; family rows of llama_gqa, qwen_bigvocab, t5_encdec, "
+      "wav2vec2_cls",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"CastLike",
+     {"calibration rows of mobilenet_v2, resnet18, resnet50; family rows of unet_ldm",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
+    {"CausalMask", {"family rows of llama_gqa, qwen_bigvocab", kFp32, kFp32}},
+    {"Clip", {"calibration rows of mobilenet_v2", kFp32 | kAmpBf16 | kAmpFp16, kFp32}},
+    {"Concat",
+     {"calibration rows of gpt2, vit_b_16; family rows of deeplab_mnv3, llama_gqa, qwen_bigvocab, "
+      "unet_ldm",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"Conv",
+     {"calibration rows of mobilenet_v2, resnet18, resnet50, vit_b_16; family rows of "
+      "deeplab_mnv3, unet_ldm, wav2vec2_cls",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
+    {"Cos", {"family rows of llama_gqa, qwen_bigvocab", kFp32 | kAmpBf16 | kBf16, kFp32}},
+    {"CumSum", {"calibration rows of gpt2", kAmpBf16, kFp32 | kFp16}},
+    {"Div",
+     {"calibration rows of bert_base, gpt2; family rows of t5_encdec, unet_ldm, wav2vec2_cls",
+      kFp32 | kAmpBf16 | kBf16, kFp32}},
+    {"Dropout",
+     {"calibration rows of bert_base, gpt2, mobilenet_v2; family rows of deeplab_mnv3, lstm_lm, "
+      "t5_encdec, unet_ldm, wav2vec2_cls",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"Equal", {"calibration rows of gpt2", kAmpBf16, kFp32 | kFp16}},
+    {"Expand",
+     {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
+      "rows of gru_lm, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, wav2vec2_cls",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"Flatten",
+     {"calibration rows of mobilenet_v2, resnet50", kFp32 | kAmpBf16 | kAmpFp16 | kBf16, 0}},
+    {"GRU", {"family rows of gru_lm", kFp32 | kAmpBf16 | kBf16, 0}},
+    {"Gather",
+     {"calibration rows of bert_base, gpt2, vit_b_16; family rows of gru_lm, llama_gqa, lstm_lm, "
+      "lstm_tagger, qwen_bigvocab, t5_encdec",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"GatherElements",
+     {"calibration rows of bert_base", kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"GatherND", {"calibration rows of gpt2", kAmpBf16, kFp32 | kFp16}},
+    {"Gelu",
+     {"calibration rows of bert_base, vit_b_16; family rows of wav2vec2_cls",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"Gemm",
+     {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
+      "rows of wav2vec2_cls",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"GlobalAveragePool",
+     {"calibration rows of mobilenet_v2, resnet50; family rows of deeplab_mnv3",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
+    {"Greater", {"family rows of t5_encdec", kBf16, 0}},
+    {"GroupNormalization",
+     {"family rows of unet_ldm, wav2vec2_cls", kFp32 | kAmpBf16 | kBf16, kFp32}},
+    {"HardSigmoid", {"family rows of deeplab_mnv3", kFp32 | kAmpBf16 | kBf16, kFp32}},
+    {"HardSwish", {"family rows of deeplab_mnv3", kFp32 | kAmpBf16 | kBf16, kFp32}},
+    {"Identity",
+     {"calibration rows of bert_base, gpt2, vit_b_16; family rows of llama_gqa, qwen_bigvocab, "
+      "t5_encdec, unet_ldm",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"LSTM", {"family rows of lstm_lm, lstm_tagger", kFp32 | kAmpBf16 | kBf16, kFp32}},
+    {"LayerNormalization",
+     {"calibration rows of bert_base, gpt2, vit_b_16; family rows of wav2vec2_cls",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"Less", {"family rows of t5_encdec", kBf16, 0}},
+    {"LessOrEqual", {"calibration rows of gpt2; family rows of t5_encdec", kAmpBf16 | kBf16, 0}},
+    {"Log", {"family rows of t5_encdec", kBf16, 0}},
+    {"MatMul",
+     {"calibration rows of bert_base, gpt2, vit_b_16; family rows of gru_lm, llama_gqa, lstm_lm, "
+      "lstm_tagger, qwen_bigvocab, t5_encdec, unet_ldm, wav2vec2_cls; over 2^31 elements: gru_lm, "
+      "llama_gqa, lstm_lm, qwen_bigvocab",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16, true}},
+    {"Max", {"calibration rows of gpt2", kAmpBf16, kFp32 | kFp16}},
+    {"MaxPool",
+     {"calibration rows of resnet18, resnet50", kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
+    {"Min", {"family rows of t5_encdec", kBf16, 0}},
+    {"Mul",
+     {"calibration rows of gpt2; family rows of deeplab_mnv3, llama_gqa, qwen_bigvocab, t5_encdec, "
+      "unet_ldm, wav2vec2_cls",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"Neg",
+     {"family rows of llama_gqa, qwen_bigvocab, t5_encdec", kFp32 | kAmpBf16 | kBf16, kFp32}},
+    {"Not", {"calibration rows of gpt2", kAmpBf16, kFp32 | kFp16}},
+    {"Pow",
+     {"calibration rows of gpt2; family rows of llama_gqa, qwen_bigvocab, t5_encdec",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"Reciprocal",
+     {"family rows of llama_gqa, qwen_bigvocab, t5_encdec", kFp32 | kAmpBf16 | kBf16, kFp32}},
+    {"ReduceL2", {"family rows of wav2vec2_cls", kFp32 | kBf16, kFp32}},
+    {"ReduceMean",
+     {"calibration rows of mobilenet_v2, resnet18, resnet50; family rows of llama_gqa, "
+      "qwen_bigvocab, t5_encdec, wav2vec2_cls",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
+    {"Relu",
+     {"calibration rows of resnet18, resnet50; family rows of deeplab_mnv3, t5_encdec",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
+    {"RepeatInterleave", {"family rows of llama_gqa, qwen_bigvocab", kFp32, kFp32}},
+    {"Reshape",
+     {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
+      "rows of gru_lm, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, unet_ldm, "
+      "wav2vec2_cls",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"Resize", {"family rows of deeplab_mnv3, unet_ldm", kFp32 | kAmpBf16 | kBf16, kFp32}},
+    {"SequenceAt",
+     {"calibration rows of gpt2", kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"Sin", {"family rows of llama_gqa, qwen_bigvocab", kFp32 | kAmpBf16 | kBf16, kFp32}},
+    {"Slice",
+     {"calibration rows of bert_base, gpt2; family rows of llama_gqa, qwen_bigvocab, unet_ldm, "
+      "wav2vec2_cls",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"Softmax",
+     {"calibration rows of bert_base, gpt2; family rows of llama_gqa, qwen_bigvocab, t5_encdec, "
+      "unet_ldm",
+      kFp32 | kAmpBf16 | kBf16, kFp32}},
+    {"Split", {"calibration rows of gpt2", 0, kFp32 | kFp16}},
+    {"SplitToSequence",
+     {"calibration rows of gpt2", kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"Sqrt",
+     {"calibration rows of bert_base; family rows of llama_gqa, qwen_bigvocab, t5_encdec, "
+      "unet_ldm, wav2vec2_cls",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
+    {"Squeeze",
+     {"calibration rows of vit_b_16; family rows of unet_ldm", kFp32 | kAmpBf16 | kAmpFp16 | kBf16,
+      kFp32}},
+    {"Sub",
+     {"calibration rows of gpt2; family rows of t5_encdec", kAmpBf16 | kBf16, kFp32 | kFp16}},
+    {"Swish",
+     {"family rows of llama_gqa, qwen_bigvocab, unet_ldm", kFp32 | kAmpBf16 | kBf16, kFp32}},
+    {"Tanh",
+     {"calibration rows of bert_base, gpt2", kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"Transpose",
+     {"calibration rows of bert_base, gpt2, vit_b_16; family rows of gru_lm, llama_gqa, lstm_lm, "
+      "lstm_tagger, qwen_bigvocab, t5_encdec, unet_ldm, wav2vec2_cls",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"Unsqueeze",
+     {"calibration rows of gpt2, vit_b_16; family rows of llama_gqa, qwen_bigvocab, t5_encdec, "
+      "wav2vec2_cls",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"Where",
+     {"calibration rows of bert_base, gpt2; family rows of t5_encdec, wav2vec2_cls",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
 };
 
 }  // namespace
 
 void AttachOpEvidence(OpTable* t) {
   for (const OpEntry& e : kOpEvidence) t->SetEvidence(e.op, e.evidence);
+}
+
+Evidence SynthesizedOpEvidence(const std::string& op_type) {
+  for (const OpEntry& e : kOpEvidence) {
+    if (op_type == e.op) return e.evidence;
+  }
+  return Evidence{};
 }
 
 }  // namespace memplan
