@@ -124,6 +124,24 @@ TEST(Evidence, AnOpMeasuredInFp32IsNoEvidenceForHalf) {
   EXPECT_TRUE(mm->backed);
 }
 
+// h = x W1 has N x 4096 elements: 2^31 at N = 2^19. There Relu (measured
+// only below 2^31 elements) becomes its own, unbacked rule; MatMul, measured
+// over 2^31 elements by the LLM rows at advised batches, stays backed.
+TEST(Evidence, AnOpOverInt32ElementsNeedsEvidenceAtThatSize) {
+  const Plan over = PlanOf(Mlp("Relu"), int64_t{1} << 19, Inference(Precision::kFp32));
+  const RuleShare* relu = Find(over, std::string("Relu") + kOverInt32Suffix);
+  ASSERT_NE(relu, nullptr);
+  EXPECT_FALSE(relu->backed);
+  EXPECT_EQ(Find(over, "Relu"), nullptr);
+  const RuleShare* mm = Find(over, std::string("MatMul") + kOverInt32Suffix);
+  ASSERT_NE(mm, nullptr);
+  EXPECT_TRUE(mm->backed);
+  EXPECT_GT(over.coverage.unbacked_bytes, 0);
+  const Plan under = PlanOf(Mlp("Relu"), (int64_t{1} << 19) - 1, Inference(Precision::kFp32));
+  EXPECT_EQ(Find(under, std::string("Relu") + kOverInt32Suffix), nullptr);
+  EXPECT_EQ(under.coverage.unbacked_bytes, 0);
+}
+
 // x [N, 4, 1024, 1024] -> Resize to 2048 x 2048: the output has N x 2^24
 // elements, 2^31 at N = 128 (over INT_MAX), 2^31 - 2^24 at N = 127.
 GraphBuilder Upsampler() {
