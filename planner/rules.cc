@@ -26,23 +26,6 @@ bool HasTensorOverInt32(const Schedule& s, const ExecOp& op) {
   return false;
 }
 
-RuleRef RuleOfOpAtAnySize(const Schedule& s, const ExecOp& op);
-
-}  // namespace
-
-RuleRef RuleOfOp(const Schedule& s, const ExecOp& op) {
-  RuleRef r = RuleOfOpAtAnySize(s, op);
-  if (HasTensorOverInt32(s, op)) {
-    // Kernels take other paths there (64-bit indexing, split iterations,
-    // other cuDNN engines): measurements below are no evidence above.
-    r.name += kOverInt32Suffix;
-    if (!r.evidence.over_int32) r.evidence = Evidence{};
-  }
-  return r;
-}
-
-namespace {
-
 RuleRef RuleOfOpAtAnySize(const Schedule& s, const ExecOp& op) {
   const std::string& t = op.op_type;
   const size_t copy = t.find("(copy)");
@@ -77,5 +60,16 @@ RuleRef RuleOfOpAtAnySize(const Schedule& s, const ExecOp& op) {
 }
 
 }  // namespace
+
+RuleRef RuleOfOp(const Schedule& s, const ExecOp& op) {
+  RuleRef r = RuleOfOpAtAnySize(s, op);
+  if (HasTensorOverInt32(s, op)) {
+    // Kernels take other paths there (64-bit indexing, split iterations,
+    // other cuDNN engines): measurements below are no evidence above.
+    r.name += kOverInt32Suffix;
+    if (!r.evidence.over_int32) r.evidence = Evidence{};
+  }
+  return r;
+}
 
 }  // namespace memplan
