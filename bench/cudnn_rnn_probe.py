@@ -105,7 +105,19 @@ def mechanism_grid():
                 for v in vals:
                     out.append(dict(base, **{k: v}))
             out.append(dict(base, layers=3, dropout=0.3))
-            out.append(dict(base, dtype="bf16", layers=1))
+    # Layers at other batches and sequences, one-layer bf16 (its own sizes in
+    # the first probe).
+    for mode in ("LSTM", "GRU"):
+        for dirs in (2, 1):
+            base = dict(mode=mode, layers=2, dirs=dirs, seq=64, batch=8, hidden=512,
+                        input=256, dtype="fp32", dropout=0.0, batch_first=False)
+            for layers in (1, 2, 3):
+                out.append(dict(base, layers=layers, batch=64))
+                out.append(dict(base, layers=layers, batch=3))
+                out.append(dict(base, layers=layers, seq=512))
+            for dt in ("bf16", "fp16"):
+                for kw in (dict(), dict(batch=64), dict(seq=512), dict(hidden=1024)):
+                    out.append(dict(base, layers=1, dtype=dt, **kw))
     # The TF32 switch (math type of fp32 calls).
     for mode in ("LSTM", "GRU"):
         for dirs in (1, 2):
