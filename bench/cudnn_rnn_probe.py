@@ -115,6 +115,8 @@ def mechanism_grid():
                 out.append(dict(base, layers=layers, batch=64))
                 out.append(dict(base, layers=layers, batch=3))
                 out.append(dict(base, layers=layers, seq=512))
+            for seq in (257, 512, 1000):
+                out.append(dict(base, layers=1, batch=64, seq=seq))
             for dt in ("bf16", "fp16"):
                 for kw in (dict(), dict(batch=64), dict(seq=512), dict(hidden=1024)):
                     out.append(dict(base, layers=1, dtype=dt, **kw))
