@@ -171,6 +171,45 @@ TEST(Plan, CrossEntropyOnHalfLogitsUnderAutocast) {
                                            "-1024", "-1024"}));
 }
 
+// Autocast casts an op's arguments last first: its wrapper passes
+// cached_cast(args)... straight into the call (WrapFunction_,
+// aten/src/ATen/autocast_mode.h), whose arguments GCC evaluates right to
+// left; the H200 trace of wav2vec2_cls b512 amp_bf16
+// (bench/results/traces/whatif/) shows each linear's bias copy, then the
+// weight's, then the input's. The input's copy, made last, has the highest
+// sequence number, so autograd runs its backward before the weight's and
+// the bias's. x [N, 64] -> MatMul W1 -> LayerNorm (fp32 out) -> Gemm(n, W2
+// [16, 64], b2 [16], transB).
+TEST(Plan, AutocastCastsAnOpsArgumentsLastFirst) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(64)});
+  b.Init("W1", {64, 64});
+  b.Init("g", {64});
+  b.Init("beta", {64});
+  b.Init("W2", {16, 64});
+  b.Init("b2", {16});
+  b.Op("MatMul", {"x", "W1"}, {"h"}, "fc1");
+  b.Op("LayerNormalization", {"h", "g", "beta"}, {"n"}, "ln").attrs["axis"] = IntAttr(-1);
+  b.Op("Gemm", {"n", "W2", "b2"}, {"logits"}, "head").attrs["transB"] = IntAttr(1);
+  b.Output("logits");
+  PlanOptions o = Train(Optimizer::kSgd, Precision::kAmpBf16);
+  o.keep_events = true;
+  const Plan p = PlanOf(b, 4, o);
+  ASSERT_EQ(p.events.size(), p.event_nodes.size());
+  const size_t first_step_end = p.iteration_starts.size() > 1 ? p.iteration_starts[1] : 0;
+  ASSERT_GT(first_step_end, 0u);
+  std::vector<std::string> forward, backward;  // the head's casts, first allocation of each
+  for (size_t e = 0; e < first_step_end; ++e) {
+    const std::string& node = p.event_nodes[e];
+    if (!p.events[e].is_alloc) continue;
+    if (node != "autocast(b2)" && node != "autocast(W2)" && node != "autocast(head)") continue;
+    std::vector<std::string>& list = p.event_phases[e] == Phase::kBackward ? backward : forward;
+    if (std::find(list.begin(), list.end(), node) == list.end()) list.push_back(node);
+  }
+  EXPECT_EQ(forward, (std::vector<std::string>{"autocast(b2)", "autocast(W2)", "autocast(head)"}));
+  EXPECT_EQ(backward, (std::vector<std::string>{"autocast(head)", "autocast(W2)", "autocast(b2)"}));
+}
+
 TEST(Plan, MlpParameters) {
   const Plan p = PlanOf(Mlp(), 8, Train(Optimizer::kAdamW));
   EXPECT_EQ(p.parameter_count, 1024 * 4096 + 4096 * 10);

@@ -591,9 +591,14 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
       dequantized.push_back(v);
     }
   }
-  // Autocast input casts.
+  // Autocast input casts, last argument first: autocast's wrapper expands
+  // cached_cast(args)... inside the call to the op (WrapFunction_,
+  // aten/src/ATen/autocast_mode.h), and GCC evaluates call arguments right to
+  // left (H200 traces: a linear's bias copy, then the weight's, then the
+  // input's). The first argument's copy, made last, has the highest autograd
+  // sequence number: its backward runs first (the reverse of this order).
   if (amp && (ac == Autocast::kLowPrecision || ac == Autocast::kFp32)) {
-    for (size_t i = 0; i < in.size(); ++i) {
+    for (size_t i = in.size(); i-- > 0;) {
       if (in[i] < 0 || int8_weight[i] || !IsFloat(s_.vals[in[i]].dtype)) continue;
       const DType have = s_.vals[in[i]].dtype;
       if (ac == Autocast::kLowPrecision && have == DType::kFloat) {
