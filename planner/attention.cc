@@ -402,7 +402,9 @@ std::vector<AttentionRegion> FindAttentionRegions(const Graph& g) {
     if (overlap) continue;
     used.insert(r.nodes.begin(), r.nodes.end());
     bool triangular = false;
-    r.causal_mask = r.mask >= 0 && DependsOnShapesOnly(g, r.mask, &triangular) && triangular;
+    const bool shapes_only = r.mask >= 0 && DependsOnShapesOnly(g, r.mask, &triangular);
+    r.causal_mask = shapes_only && triangular;
+    r.full_mask = shapes_only && !triangular;
     r.k_kv = UnrepeatedHeads(g, r.k);
     r.v_kv = UnrepeatedHeads(g, r.v);
     if (r.k_kv < 0 || r.v_kv < 0 || g.tensors[r.k_kv].shape[1] != g.tensors[r.v_kv].shape[1]) {

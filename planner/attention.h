@@ -26,6 +26,15 @@ struct AttentionRegion {
   /// which Hugging Face decoders pass to SDPA as is_causal=True with no mask
   /// when they run (the export materialises it because it traces).
   bool causal_mask = false;
+  /// The mask is computed from shapes and constants alone with no position
+  /// comparison among its ops: the all-true padding mask of a model run
+  /// without an attention mask, which Hugging Face models pass to SDPA as no
+  /// mask at all when they run (transformers' masking_utils,
+  /// _ignore_bidirectional_mask_sdpa: skipped unless tracing; H200 traces of
+  /// wav2vec2_cls and bert_base allocate none), or a causal table the
+  /// exporter folded into a constant (gpt2.onnx, [1, 1, 512, 512]), which
+  /// they run as is_causal. Either way SDPA gets no mask tensor.
+  bool full_mask = false;
   /// k and v before a head repeat (Unsqueeze-Expand-Reshape, HF repeat_kv),
   /// [B, kv_heads, S, D]; -1 when they are not repeated.
   int k_kv = -1;

@@ -902,11 +902,14 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
   // k and v un-repeated with enable_gqa=True (transformers'
   // integrations/sdpa_attention.py: use_gqa_in_sdpa).
   const bool causal = fused && r.causal_mask;
-  const bool gqa = causal && r.k_kv >= 0;
+  // One of shapes and constants without a position comparison is passed as
+  // no mask at all (AttentionRegion::full_mask).
+  const bool no_mask = causal || (fused && r.full_mask);
+  const bool gqa = no_mask && r.k_kv >= 0;
   int q = val_of_[r.q];
   int k = val_of_[gqa ? r.k_kv : r.k];
   int v = val_of_[gqa ? r.v_kv : r.v];
-  const int mask = r.mask >= 0 && !causal ? val_of_[r.mask] : -1;
+  const int mask = r.mask >= 0 && !no_mask ? val_of_[r.mask] : -1;
   const int out = r.out;
   const bool amp = IsAmp(o_.precision);
   const DType half = HalfType(o_.precision);
@@ -1548,7 +1551,7 @@ Result<Schedule> Builder::Build() {
   std::set<int> needed;   // ... and those it gets in their place
   for (AttentionRegion& r : FindAttentionRegions(g_)) {
     for (int ni : r.nodes) skipped_nodes_.insert(ni);
-    if (o_.attention == Attention::kFused && r.causal_mask) {
+    if (o_.attention == Attention::kFused && (r.causal_mask || r.full_mask)) {
       dropped.insert(r.mask);
       if (r.k_kv >= 0) {
         dropped.insert({r.k, r.v});

@@ -50,6 +50,7 @@ struct Opts {
   bool gqa = true;             // k, v repeated from kKv heads
   bool causal = true;          // mask from position comparisons
   bool position_bias = false;  // T5: a learned, permuted bias as the mask
+  bool padding = false;        // an all-true padding mask (positions >= 0)
 };
 
 GraphBuilder Llama(const Opts& o) {
@@ -81,6 +82,17 @@ GraphBuilder Llama(const Opts& o) {
     b.Op("Unsqueeze", {"pos", "axis1"}, {"rows"}, "rows");
     b.Op("Unsqueeze", {"pos", "axis0"}, {"cols"}, "cols");
     b.Op("LessOrEqual", {"cols", "rows"}, {"allowed"}, "causal_le");
+    b.Op("Where", {"allowed", "zero", "neg_inf"}, {"mask"}, "mask_where");
+  }
+  if (o.padding) {
+    // What an HF encoder exports without an attention mask: every key
+    // position compared with a scalar, all true.
+    b.Scalar("start", 0);
+    b.Scalar("limit", kS);
+    b.Scalar("delta", 1);
+    b.Scalar("first", 0);
+    b.Op("Range", {"start", "limit", "delta"}, {"pos"}, "arange");
+    b.Op("GreaterOrEqual", {"pos", "first"}, {"allowed"}, "padding_ge");
     b.Op("Where", {"allowed", "zero", "neg_inf"}, {"mask"}, "mask_where");
   }
   if (o.position_bias) {
@@ -204,6 +216,44 @@ TEST(SdpaSchedule, Fp32WithoutGqaRunsMemoryEfficient) {
   int64_t lse = 0;
   for (const SavedRef& r : op->saved) lse += r.val < 0 ? r.bytes : 0;
   EXPECT_EQ(lse, kB * kH * 32 * 4);
+}
+
+// An all-true padding mask made of shapes and constants: HF passes no mask
+// at all when it runs (masking_utils' _ignore_bidirectional_mask_sdpa), so
+// bf16 gets the flash kernel (the H200 trace of wav2vec2_cls b512 amp_bf16:
+// no mask allocated, an unpadded [B, H, S] logsumexp) and fp32 the
+// memory-efficient one without a mask to keep; eager attention adds it.
+TEST(SdpaSchedule, AllTruePaddingMaskIsNotPassed) {
+  const Opts padding{false, false, false, true};
+  auto regions = FindAttentionRegions(Llama(padding).g);
+  ASSERT_EQ(regions.size(), 1u);
+  EXPECT_TRUE(regions[0].full_mask);
+  EXPECT_FALSE(regions[0].causal_mask);
+  EXPECT_FALSE(FindAttentionRegions(Llama(Opts()).g)[0].full_mask);
+  EXPECT_FALSE(FindAttentionRegions(Llama(Opts{false, false, true}).g)[0].full_mask);
+  for (Precision p : {Precision::kAmpBf16, Precision::kFp32}) {
+    const Schedule s = Build(Llama(padding), p);
+    const ExecOp* op = Find(s, "ScaledDotProductAttention");
+    ASSERT_NE(op, nullptr);
+    const std::string kernel = p == Precision::kFp32 ? "/mem_efficient" : "/flash";
+    EXPECT_EQ(op->label.substr(op->label.size() - kernel.size()), kernel);
+    EXPECT_EQ(op->in[3], -1);
+    for (const ExecOp& o : s.ops) EXPECT_NE(o.label, "mask_where");
+    int64_t lse = 0;
+    for (const SavedRef& r : op->saved) lse += r.val < 0 ? r.bytes : 0;
+    EXPECT_EQ(lse, kB * kH * (p == Precision::kFp32 ? 32 : kS) * 4);
+  }
+  GraphBuilder eager = Llama(padding);
+  PlanOptions o;
+  o.mode = Mode::kTrain;
+  o.precision = Precision::kAmpBf16;
+  o.attention = Attention::kEager;
+  auto s = BuildSchedule(eager.g, o);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(Count(s.value(), "ScaledDotProductAttention"), 0);
+  bool where = false;
+  for (const ExecOp& op : s->ops) where = where || op.label == "mask_where";
+  EXPECT_TRUE(where);
 }
 
 // T5: a learned bias whose last dim has stride H as the mask leaves only the

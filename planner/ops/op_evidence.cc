@@ -14,12 +14,12 @@ struct OpEntry {
 // Op rules: every op the calibration models and the matching family
 // configurations run (evidence_check --print).
 const OpEntry kOpEvidence[] = {
-    {"Abs", {"family rows of t5_encdec", kBf16, 0}},
+    {"Abs", {"family rows of t5_encdec", kFp32 | kAmpBf16, 0}},
     {"Add",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
       "rows of deeplab_mnv3, llama_gqa, qwen_bigvocab, t5_encdec, unet_ldm, wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"And", {"calibration rows of gpt2", kAmpBf16, kFp32 | kFp16}},
+    {"And", {"calibration rows of gpt2", kAmpBf16, 0}},
     {"BatchNormalization",
      {"calibration rows of mobilenet_v2, resnet18, resnet50; family rows of deeplab_mnv3",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
@@ -35,13 +35,13 @@ const OpEntry kOpEvidence[] = {
     {"Concat",
      {"calibration rows of gpt2, vit_b_16; family rows of deeplab_mnv3, llama_gqa, qwen_bigvocab, "
       "unet_ldm",
-      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
     {"Conv",
      {"calibration rows of mobilenet_v2, resnet18, resnet50, vit_b_16; family rows of "
       "deeplab_mnv3, unet_ldm, wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
     {"Cos", {"family rows of llama_gqa, qwen_bigvocab", kFp32 | kAmpBf16 | kBf16, kFp32}},
-    {"CumSum", {"calibration rows of gpt2", kAmpBf16, kFp32 | kFp16}},
+    {"CumSum", {"calibration rows of gpt2", kAmpBf16, 0}},
     {"Div",
      {"calibration rows of bert_base, gpt2; family rows of t5_encdec, unet_ldm, wav2vec2_cls",
       kFp32 | kAmpBf16 | kBf16, kFp32}},
@@ -49,7 +49,7 @@ const OpEntry kOpEvidence[] = {
      {"calibration rows of bert_base, gpt2, mobilenet_v2; family rows of deeplab_mnv3, lstm_lm, "
       "t5_encdec, unet_ldm, wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"Equal", {"calibration rows of gpt2", kAmpBf16, kFp32 | kFp16}},
+    {"Equal", {"calibration rows of gpt2", kAmpBf16, 0}},
     {"Expand",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
       "rows of gru_lm, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, wav2vec2_cls",
@@ -63,7 +63,7 @@ const OpEntry kOpEvidence[] = {
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
     {"GatherElements",
      {"calibration rows of bert_base", kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"GatherND", {"calibration rows of gpt2", kAmpBf16, kFp32 | kFp16}},
+    {"GatherND", {"calibration rows of gpt2", kAmpBf16, 0}},
     {"Gelu",
      {"calibration rows of bert_base, vit_b_16; family rows of wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
@@ -74,7 +74,7 @@ const OpEntry kOpEvidence[] = {
     {"GlobalAveragePool",
      {"calibration rows of mobilenet_v2, resnet50; family rows of deeplab_mnv3",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
-    {"Greater", {"family rows of t5_encdec", kBf16, 0}},
+    {"Greater", {"family rows of t5_encdec", kFp32 | kAmpBf16, 0}},
     {"GroupNormalization",
      {"family rows of unet_ldm, wav2vec2_cls", kFp32 | kAmpBf16 | kBf16, kFp32}},
     {"HardSigmoid", {"family rows of deeplab_mnv3", kFp32 | kAmpBf16 | kBf16, kFp32}},
@@ -87,25 +87,25 @@ const OpEntry kOpEvidence[] = {
     {"LayerNormalization",
      {"calibration rows of bert_base, gpt2, vit_b_16; family rows of wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"Less", {"family rows of t5_encdec", kBf16, 0}},
-    {"LessOrEqual", {"calibration rows of gpt2; family rows of t5_encdec", kAmpBf16 | kBf16, 0}},
-    {"Log", {"family rows of t5_encdec", kBf16, 0}},
+    {"Less", {"family rows of t5_encdec", kFp32 | kAmpBf16, 0}},
+    {"LessOrEqual", {"calibration rows of gpt2; family rows of t5_encdec", kFp32 | kAmpBf16, 0}},
+    {"Log", {"family rows of t5_encdec", kFp32 | kAmpBf16, 0}},
     {"MatMul",
      {"calibration rows of bert_base, gpt2, vit_b_16; family rows of gru_lm, llama_gqa, lstm_lm, "
       "lstm_tagger, qwen_bigvocab, t5_encdec, unet_ldm, wav2vec2_cls; over 2^31 elements: gru_lm, "
       "llama_gqa, lstm_lm, qwen_bigvocab",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16, true}},
-    {"Max", {"calibration rows of gpt2", kAmpBf16, kFp32 | kFp16}},
+    {"Max", {"calibration rows of gpt2", kAmpBf16, 0}},
     {"MaxPool",
      {"calibration rows of resnet18, resnet50", kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
-    {"Min", {"family rows of t5_encdec", kBf16, 0}},
+    {"Min", {"family rows of t5_encdec", kFp32 | kAmpBf16, 0}},
     {"Mul",
      {"calibration rows of gpt2; family rows of deeplab_mnv3, llama_gqa, qwen_bigvocab, t5_encdec, "
       "unet_ldm, wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
     {"Neg",
      {"family rows of llama_gqa, qwen_bigvocab, t5_encdec", kFp32 | kAmpBf16 | kBf16, kFp32}},
-    {"Not", {"calibration rows of gpt2", kAmpBf16, kFp32 | kFp16}},
+    {"Not", {"calibration rows of gpt2", kAmpBf16, 0}},
     {"Pow",
      {"calibration rows of gpt2; family rows of llama_gqa, qwen_bigvocab, t5_encdec",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
@@ -147,8 +147,7 @@ const OpEntry kOpEvidence[] = {
     {"Squeeze",
      {"calibration rows of vit_b_16; family rows of unet_ldm", kFp32 | kAmpBf16 | kAmpFp16 | kBf16,
       kFp32}},
-    {"Sub",
-     {"calibration rows of gpt2; family rows of t5_encdec", kAmpBf16 | kBf16, kFp32 | kFp16}},
+    {"Sub", {"calibration rows of gpt2; family rows of t5_encdec", kFp32 | kAmpBf16, 0}},
     {"Swish",
      {"family rows of llama_gqa, qwen_bigvocab, unet_ldm", kFp32 | kAmpBf16 | kBf16, kFp32}},
     {"Tanh",
@@ -160,10 +159,9 @@ const OpEntry kOpEvidence[] = {
     {"Unsqueeze",
      {"calibration rows of gpt2, vit_b_16; family rows of llama_gqa, qwen_bigvocab, t5_encdec, "
       "wav2vec2_cls",
-      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
     {"Where",
-     {"calibration rows of bert_base, gpt2; family rows of t5_encdec, wav2vec2_cls",
-      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+     {"calibration rows of bert_base, gpt2; family rows of t5_encdec", kFp32 | kAmpBf16, 0}},
 };
 
 }  // namespace
