@@ -11,7 +11,8 @@ Usage (on the GPU machine):
   python3 bench/memtrace.py OUT.json MODEL MODE BATCH [PRECISION] [OPTIMIZER] [CHECKPOINT]
 MODEL is a torchvision name, bert_base or gpt2 (transformers, SDPA, built as
 the calibration models were); MODE is train or infer; PRECISION for infer may be
-fp16 (model.half()); CHECKPOINT a JSON list of
+fp16 (model.half()), for train fp32, amp_bf16 or bf16 (the model cast to bf16 on
+the GPU, the cache emptied, as the calibration protocol does); CHECKPOINT a JSON list of
 module names run under torch.utils.checkpoint (as bench/ckpt_validate.py does).
 """
 import copy
@@ -93,6 +94,12 @@ def main():
         model = model.half()
     x = (torch.randint(0, vocab, (batch, *shape), device="cuda") if vocab else
          torch.randn(batch, *shape, device="cuda"))
+    if mode == "train" and prec == "bf16":
+        # The calibration protocol's pure bf16: cast on the GPU, cache emptied.
+        model = model.to(torch.bfloat16)
+        if x.is_floating_point():
+            x = x.to(torch.bfloat16)
+        torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     marks = []
 
@@ -113,7 +120,7 @@ def main():
         model.train()
         opt = (torch.optim.AdamW(model.parameters(), lr=1e-4) if opt_name == "adamw" else
                torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9))
-        dtype = {"fp32": None, "amp_bf16": torch.bfloat16}[prec]
+        dtype = {"fp32": None, "bf16": None, "amp_bf16": torch.bfloat16}[prec]
         for i in range(3):
             with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
                 out = model(x)
