@@ -33,7 +33,9 @@ struct AttentionRegion {
   /// _ignore_bidirectional_mask_sdpa: skipped unless tracing; H200 traces of
   /// wav2vec2_cls and bert_base allocate none), or a causal table the
   /// exporter folded into a constant (gpt2.onnx, [1, 1, 512, 512]), which
-  /// they run as is_causal. Either way SDPA gets no mask tensor.
+  /// they run as is_causal, or T5's zero cross-attention bias plus such a
+  /// padding mask (one small zero tensor shared by the layers when it runs).
+  /// Planned as no mask tensor.
   bool full_mask = false;
   /// k and v before a head repeat (Unsqueeze-Expand-Reshape, HF repeat_kv),
   /// [B, kv_heads, S, D]; -1 when they are not repeated.
