@@ -984,7 +984,8 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
     }
   }
   if (amp) {
-    for (int* x : {&q, &k, &v}) {
+    // Last argument first, as AddCompute's casts.
+    for (int* x : {&v, &k, &q}) {
       if (s_.vals[*x].dtype == DType::kFloat)
         *x = CastVal(*x, half, false, "autocast(" + label + ")");
     }

@@ -256,6 +256,18 @@ TEST(SdpaSchedule, AllTruePaddingMaskIsNotPassed) {
   EXPECT_TRUE(where);
 }
 
+// Under autocast SDPA's fp32 operands are copied to bf16 last argument first
+// (autocast's wrapper, as for every op): v, k, then q.
+TEST(SdpaSchedule, AutocastCopiesValueKeyThenQuery) {
+  GraphBuilder b = Llama(Opts{false, true, false});
+  const Schedule s = Build(b, Precision::kAmpBf16);
+  std::vector<int> cast_of;
+  for (const ExecOp& op : s.ops) {
+    if (op.op_type == "Cast" && op.in.size() == 1) cast_of.push_back(op.in[0]);
+  }
+  EXPECT_EQ(cast_of, (std::vector<int>{b.g.Find("v"), b.g.Find("k"), b.g.Find("q")}));
+}
+
 // T5: a learned bias whose last dim has stride H as the mask leaves only the
 // math kernel, even in bf16; the bias gets the scores' gradient.
 TEST(SdpaSchedule, PermutedPositionBiasRunsTheMathKernel) {
