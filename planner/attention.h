@@ -34,7 +34,7 @@ struct AttentionRegion {
   /// wav2vec2_cls and bert_base allocate none), or a causal table the
   /// exporter folded into a constant (gpt2.onnx, [1, 1, 512, 512]), which
   /// they run as is_causal, or T5's zero cross-attention bias plus such a
-  /// padding mask (one small zero tensor shared by the layers when it runs).
+  /// padding mask, which they pass as none (t5_encdec's bf16 trace: flash).
   /// Planned as no mask tensor.
   bool full_mask = false;
   /// k and v before a head repeat (Unsqueeze-Expand-Reshape, HF repeat_kv),
