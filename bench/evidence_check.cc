@@ -11,8 +11,8 @@
 // configuration (model, training or inference, precision) backs the rules its
 // plan uses when the plan matches every one of its rows, allocated peak within
 // kEvidenceAllocatedTolerance at each measured batch (first and steady step).
-// Its plan must then be backed except for the fitted mechanisms (cuDNN RNN
-// workspaces), like a calibration configuration.
+// Its plan must then be backed except for the fitted mechanism (cuDNN RNN
+// workspaces the least-squares fit sizes), like a calibration configuration.
 // --print writes the derived bits per rule (to review against the tables).
 // --families FILE: per family row, the unbacked share of the plan and its
 // error against the measurement.
@@ -308,7 +308,8 @@ int main(int argc, char** argv) {
           Derived& d = derived[r.rule];
           (infer ? d.inference : d.train) |= bit;
           d.models.insert(model);
-          if (!r.backed && r.rule != memplan::MechanismName(memplan::Mechanism::kRnnWorkspace)) {
+          if (!r.backed &&
+              r.rule != memplan::MechanismName(memplan::Mechanism::kRnnWorkspaceFitted)) {
             std::printf("FAIL: family %s %s %s: rule '%s' is used but has no evidence for it\n",
                         model.c_str(), mode.c_str(), precision.c_str(), r.rule.c_str());
             ++fail;

@@ -69,7 +69,8 @@ enum class Mechanism {
   kLinearBias,           ///< MatMul + bias Add as one addmm.
   kCublasWorkspace,      ///< cuBLAS workspace per handle (forward, autograd thread).
   kConvWorkspace,        ///< cuDNN convolution workspaces (NHWC copies, split-K sums).
-  kRnnWorkspace,         ///< cuDNN RNN workspaces (a least-squares fit, not a derivation).
+  kRnnWorkspace,         ///< cuDNN RNN workspaces of the standard algorithm (derived).
+  kRnnWorkspaceFitted,   ///< Other cuDNN RNN workspaces (a least-squares fit, not a derivation).
   kSdpa,                 ///< Fused scaled_dot_product_attention (MHA, mask without grad).
   kSdpaGqa,              ///< Fused attention with fewer key/value heads than query heads.
   kSdpaMaskGrad,         ///< Fused attention with a float mask that requires grad.
@@ -84,7 +85,7 @@ enum class Mechanism {
   kModuleCallHolding,    ///< A module call's argument tuple holds its inputs.
   kAllocator,            ///< The caching allocator model (segments, rounding).
 };
-constexpr int kNumMechanisms = 23;
+constexpr int kNumMechanisms = 24;
 
 [[nodiscard]] const char* MechanismName(Mechanism m);
 /// What backs a mechanism (the table in evidence.cc).

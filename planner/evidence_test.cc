@@ -77,7 +77,7 @@ TEST(Evidence, CoversOnlyTheMeasuredModeAndPrecision) {
   // Never measured, or fitted: never backed.
   EXPECT_EQ(OpEvidence("InstanceNormalization").source, nullptr);
   EXPECT_EQ(MechanismEvidence(Mechanism::kSdpaMaskGrad).source, nullptr);
-  EXPECT_EQ(MechanismEvidence(Mechanism::kRnnWorkspace).source, nullptr);
+  EXPECT_EQ(MechanismEvidence(Mechanism::kRnnWorkspaceFitted).source, nullptr);
   EXPECT_FALSE(OpEvidence("InstanceNormalization").Covers(Mode::kTrain, Precision::kFp32));
   EXPECT_TRUE(MechanismEvidence(Mechanism::kAdamState).Covers(Mode::kTrain, Precision::kAmpBf16));
 }

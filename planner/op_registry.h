@@ -169,7 +169,7 @@ struct OpDef {
   bool group_norm_workspaces = false;
   /// Takes cuDNN convolution workspaces (schedule.cc ConvWorkspaces).
   bool cudnn_conv = false;
-  /// Takes cuDNN RNN workspaces (planner/rnn.cc RnnWorkspaceBytes).
+  /// Takes cuDNN RNN workspaces (planner/rnn.h RnnForwardWorkspace).
   bool cudnn_rnn = false;
   /// Returns its input itself in inference (eval-mode dropout).
   bool eval_identity = false;

@@ -1,6 +1,7 @@
 #include "planner/rnn.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <unordered_set>
 
 #include "planner/checked.h"
@@ -275,7 +276,7 @@ int64_t RnnWeightBytes(const RnnCall& c) {
 
 }  // namespace
 
-int64_t RnnWorkspaceBytes(const RnnCall& c, bool train) {
+int64_t RnnFittedWorkspaceBytes(const RnnCall& c, bool train) {
   const int64_t gates = c.mode == op_names::kLSTM ? 4 : (c.mode == op_names::kGRU ? 3 : 1);
   const double e = static_cast<double>(ElemBytes(c.dtype));
   const double T = static_cast<double>(c.seq);
@@ -292,6 +293,110 @@ int64_t RnnWorkspaceBytes(const RnnCall& c, bool train) {
   if (terms > 4e18) return SatAdd(weights, int64_t{4000000000000000000});
   return SatAdd(weights, static_cast<int64_t>(terms));
 }
+
+RnnAlgo RnnAlgoOf(const RnnCall& c, bool forward) {
+  const bool rnn = c.mode != op_names::kLSTM && c.mode != op_names::kGRU;
+  const int64_t small_h = forward ? (rnn ? 384 : 192) : (rnn ? 256 : 128);
+  if (c.hidden <= small_h) return RnnAlgo::kPersistStaticSmallH;
+  if (c.dtype == DType::kFloat16 && c.layers == 1 && c.dirs == 1 && c.hidden <= 1024 &&
+      c.hidden % 128 == 0 && c.input % 128 == 0 && c.mode != op_names::kGRU && c.batch % 8 == 0 &&
+      c.batch <= 128 && (!rnn || c.batch < 96 || c.hidden < 896)) {
+    return RnnAlgo::kPersistStatic;
+  }
+  return RnnAlgo::kStandard;
+}
+
+namespace {
+
+// The workspace cuDNN 9.19's standard algorithm asks for, as measured on the
+// H200 (bench/results/cudnn_rnn_probe_h200.jsonl; the terms one at a time
+// from one-factor sweeps, bench/cudnn_rnn_fit.py --derived). With T steps,
+// batch B, input I, hidden H, L layers, d directions, g gates (LSTM 4, GRU
+// 3, RNN 1), e bytes per element, W the weight space (g H (in + H + 2) per
+// layer and direction, in = I for the first layer, d H after):
+//   W                              (a weight-sized buffer)
+// + 8 MiB per layer and direction  (constant: independent of T, B, H, I)
+// + T B I e                        (the input)
+// + d (g Tc + T) B H e             (per direction: the input projections of
+//                                   all steps, Tc = min(T, 256) for one
+//                                   direction and several layers, else T,
+//                                   and one output row per step)
+// + (d - 1) 4 T B H e              (bidirectional: the two halves of the
+//                                   concatenated outputs, twice)
+// + L (d (a B - b) + (d - 1) 4 B) H e   with (a, b) = LSTM (10, 8), GRU
+//                                   (5, 6), RNN (3, 2): per-layer states
+// + 2 roundup(4 B, 16) + 256       (two int32 arrays of B, and 256 B)
+// Inference: 106 of the 107 measured standard-algorithm calls exactly, one
+// 16 B off. Training adds, for LSTM and GRU with I <= H: a dropout buffer of
+// T B H e for one direction with dropout; T B I e for a bidirectional GRU of
+// several layers (with or without dropout); nothing for a bidirectional
+// LSTM. Training calls outside that (I > H, vanilla RNN, one 16-bit layer of
+// one direction) and the persistent algorithms have sizes this does not
+// derive: the fit sizes them instead.
+struct PerLayer {
+  int64_t a, b;
+};
+
+PerLayer PerLayerOf(const std::string& mode) {
+  if (mode == op_names::kLSTM) return {10, 8};
+  if (mode == op_names::kGRU) return {5, 6};
+  return {3, 2};
+}
+
+int64_t GatesOf(const std::string& mode) {
+  return mode == op_names::kLSTM ? 4 : (mode == op_names::kGRU ? 3 : 1);
+}
+
+// Whether the derivation covers the call in this mode.
+bool DerivedCovers(const RnnCall& c, bool train) {
+  if (!train) return true;
+  if (c.mode != op_names::kLSTM && c.mode != op_names::kGRU) return false;
+  if (c.input > c.hidden) return false;
+  return !(c.layers == 1 && c.dirs == 1 && c.dtype != DType::kFloat);
+}
+
+int64_t DerivedWorkspaceBytes(const RnnCall& c, bool train) {
+  const int64_t e = ElemBytes(c.dtype);
+  const int64_t g = GatesOf(c.mode);
+  const PerLayer pl = PerLayerOf(c.mode);
+  const int64_t L = c.layers, d = c.dirs, T = c.seq, B = c.batch, H = c.hidden;
+  const int64_t tc = d == 1 && L >= 2 ? std::min<int64_t>(T, 256) : T;
+  const int64_t bh = SatProduct({B, H, e});
+  int64_t bytes = RnnWeightBytes(c);
+  bytes = SatAdd(bytes, SatProduct({8 << 20, L, d}));
+  bytes = SatAdd(bytes, SatProduct({T, B, c.input, e}));
+  bytes = SatAdd(bytes, SatProduct({d, SatAdd(SatMulNonNeg(g, tc), T), bh}));
+  bytes = SatAdd(bytes, SatProduct({d - 1, 4, T, bh}));
+  // L (d (a B - b) + (d - 1) 4 B) H e, the negative part subtracted last
+  // (it is smaller than the rest: a B > b for B >= 2, and the GRU's 5 B - 6
+  // at B = 1 is offset by the terms above).
+  const int64_t per_layer_b = SatAdd(SatMulNonNeg(d, pl.a), SatMulNonNeg(d - 1, 4));
+  bytes = SatAdd(bytes, SatProduct({L, per_layer_b, B, H, e}));
+  if (bytes < INT64_MAX) bytes -= SatProduct({L, d, pl.b, H, e});
+  bytes = SatAdd(bytes, SatAdd(SatMulNonNeg(2, (SatMulNonNeg(4, B) + 15) / 16 * 16), 256));
+  if (train) {
+    if (d == 1 && c.dropout) bytes = SatAdd(bytes, SatMulNonNeg(T, bh));
+    if (d == 2 && L >= 2 && c.mode == op_names::kGRU) {
+      bytes = SatAdd(bytes, SatProduct({T, B, c.input, e}));
+    }
+  }
+  return bytes;
+}
+
+RnnWorkspace WorkspaceOf(const RnnCall& c, bool train, bool forward) {
+  if (RnnAlgoOf(c, forward) == RnnAlgo::kStandard && DerivedCovers(c, train)) {
+    return {DerivedWorkspaceBytes(c, train), true};
+  }
+  return {RnnFittedWorkspaceBytes(c, train), false};
+}
+
+}  // namespace
+
+RnnWorkspace RnnForwardWorkspace(const RnnCall& c, bool train) {
+  return WorkspaceOf(c, train, true);
+}
+
+RnnWorkspace RnnBackwardWorkspace(const RnnCall& c) { return WorkspaceOf(c, true, false); }
 
 // Measured on the H200 with torch 2.11: _cudnn_init_dropout_state's size
 // (bench/results/cudnn_rnn_probe_h200.jsonl, first line), the 6,488,064

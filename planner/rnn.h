@@ -56,9 +56,35 @@ struct RnnCall {
 /// Bytes of the reserve space cuDNN fills in a training forward and reads
 /// in backward (cudnnGetRNNTempSpaceSizes, CUDNN_FWD_MODE_TRAINING).
 [[nodiscard]] int64_t RnnReserveBytes(const RnnCall& c);
-/// Bytes of the workspace one call (forward, backward data, or backward
-/// weights) takes and frees; `train` selects the training or inference mode.
-[[nodiscard]] int64_t RnnWorkspaceBytes(const RnnCall& c, bool train);
+
+/// cuDNN's RNN algorithms PyTorch picks between (get_algo in
+/// aten/src/ATen/native/cudnn/RNN.cpp, unpacked input).
+enum class RnnAlgo {
+  kStandard,
+  kPersistStaticSmallH,  ///< Hidden <= 192 (LSTM/GRU) / 384 (RNN) forward, 128 / 256 backward.
+  kPersistStatic,        ///< fp16, one layer and direction, sizes multiples of 128, batch <= 128.
+};
+/// The algorithm of the forward (`forward`) or the backward calls on the
+/// H200 (compute capability 9.0, 132 SMs: the persistent-static branch for
+/// devices of major >= 8 with >= 98 SMs).
+[[nodiscard]] RnnAlgo RnnAlgoOf(const RnnCall& c, bool forward);
+
+/// A workspace and the rule that sized it.
+struct RnnWorkspace {
+  int64_t bytes = 0;
+  /// From cuDNN's standard algorithm as derived (RnnForwardWorkspace);
+  /// false: the least-squares fit (other algorithms, shapes the derivation
+  /// does not cover).
+  bool derived = false;
+};
+/// The workspace of the forward call (cudnnGetRNNTempSpaceSizes in the
+/// training or inference mode; PyTorch allocates exactly that).
+[[nodiscard]] RnnWorkspace RnnForwardWorkspace(const RnnCall& c, bool train);
+/// The workspace of each backward call (data, then weights: one size, the
+/// training mode's, for the backward algorithm).
+[[nodiscard]] RnnWorkspace RnnBackwardWorkspace(const RnnCall& c);
+/// The least-squares fit over the probed calls (bench/cudnn_rnn_fit.py).
+[[nodiscard]] int64_t RnnFittedWorkspaceBytes(const RnnCall& c, bool train);
 /// cuDNN's dropout random states, allocated at the first training call with
 /// dropout and cached by PyTorch for the process (get_dropout_state).
 [[nodiscard]] int64_t RnnDropoutStateBytes();

@@ -203,8 +203,8 @@ TEST(RnnSchedule, OneOpForTheModule) {
   EXPECT_EQ(s.value().parameter_count, 4 * 64 * (32 + 64) + 4 * 64 * (64 + 64) + 2 * 2 * 4 * 64);
 }
 
-// The workspace: a copy of the weights plus the fitted size terms (see
-// RnnWorkspaceBytes), against calls measured on the H200.
+// The fallback: a copy of the weights plus the fitted size terms (see
+// RnnFittedWorkspaceBytes), against calls measured on the H200.
 TEST(RnnSizes, WorkspaceNearTheMeasuredSizes) {
   RnnCall lstm;  // lstm_lm at batch 8 and 128 (traces and probe)
   lstm.mode = "LSTM";
@@ -217,9 +217,9 @@ TEST(RnnSizes, WorkspaceNearTheMeasuredSizes) {
   // weights 4*1024*(512+1024+2) + 4*1024*(2048+2) floats = 58,785,792 B;
   // + 1.74e7 + 0.2172 * 128*8*4*1024*4 + 1.539 * 128*8*1024*2*4
   // + 2.135 * 128*8*1024*4 + 35.39 * 8*1024*2*4 = 103,343,283 B.
-  EXPECT_NEAR(RnnWorkspaceBytes(lstm, true), 103416128, 0.01 * 103416128);
+  EXPECT_NEAR(RnnFittedWorkspaceBytes(lstm, true), 103416128, 0.01 * 103416128);
   lstm.batch = 128;
-  EXPECT_NEAR(RnnWorkspaceBytes(lstm, true), 522192128, 0.03 * 522192128);
+  EXPECT_NEAR(RnnFittedWorkspaceBytes(lstm, true), 522192128, 0.03 * 522192128);
   RnnCall gru;  // gru_seqfirst at batch 32
   gru.mode = "GRU";
   gru.layers = 3;
@@ -229,12 +229,136 @@ TEST(RnnSizes, WorkspaceNearTheMeasuredSizes) {
   gru.input = 80;
   gru.hidden = 512;
   gru.dropout = true;
-  EXPECT_NEAR(RnnWorkspaceBytes(gru, true), 259490304, 0.1 * 259490304);
+  EXPECT_NEAR(RnnFittedWorkspaceBytes(gru, true), 259490304, 0.1 * 259490304);
   // Never less than the weights' copy, whatever the sizes.
   gru.seq = 1;
   gru.batch = 1;
   gru.hidden = 1;
-  EXPECT_GE(RnnWorkspaceBytes(gru, true), 0);
+  EXPECT_GE(RnnFittedWorkspaceBytes(gru, true), 0);
+}
+
+// A call of `mode` with the given sizes (fp32, no dropout).
+RnnCall Call(const std::string& mode, int64_t layers, int64_t dirs, int64_t seq, int64_t batch,
+             int64_t hidden, int64_t input) {
+  RnnCall c;
+  c.mode = mode;
+  c.layers = layers;
+  c.dirs = dirs;
+  c.seq = seq;
+  c.batch = batch;
+  c.hidden = hidden;
+  c.input = input;
+  return c;
+}
+
+// PyTorch's get_algo: the persistent small-hidden algorithm up to hidden 192
+// (LSTM/GRU) or 384 (RNN) in forward, 128 / 256 in backward; the persistent
+// static one only for fp16 inputs of one layer and direction.
+TEST(RnnAlgo, AsPyTorchPicksIt) {
+  RnnCall c = Call("LSTM", 2, 1, 64, 8, 192, 128);
+  EXPECT_EQ(RnnAlgoOf(c, true), RnnAlgo::kPersistStaticSmallH);
+  EXPECT_EQ(RnnAlgoOf(c, false), RnnAlgo::kStandard);
+  c.hidden = 128;
+  EXPECT_EQ(RnnAlgoOf(c, false), RnnAlgo::kPersistStaticSmallH);
+  c.hidden = 200;
+  EXPECT_EQ(RnnAlgoOf(c, true), RnnAlgo::kStandard);
+  c.mode = "RNN";
+  c.hidden = 320;
+  EXPECT_EQ(RnnAlgoOf(c, true), RnnAlgo::kPersistStaticSmallH);
+  EXPECT_EQ(RnnAlgoOf(c, false), RnnAlgo::kStandard);
+  RnnCall h = Call("LSTM", 1, 1, 64, 16, 512, 512);
+  h.dtype = DType::kFloat16;
+  EXPECT_EQ(RnnAlgoOf(h, true), RnnAlgo::kPersistStatic);
+  h.batch = 12;  // not a multiple of 8
+  EXPECT_EQ(RnnAlgoOf(h, true), RnnAlgo::kStandard);
+  h.batch = 16;
+  h.dtype = DType::kBFloat16;  // only CUDNN_DATA_HALF
+  EXPECT_EQ(RnnAlgoOf(h, true), RnnAlgo::kStandard);
+  h.dtype = DType::kFloat16;
+  h.mode = "GRU";  // excluded on devices of major >= 8
+  EXPECT_EQ(RnnAlgoOf(h, true), RnnAlgo::kStandard);
+}
+
+// The standard algorithm's inference workspace (planner/rnn.cc), against
+// cudnnGetRNNTempSpaceSizes as PyTorch allocated it on the H200 (eval
+// forward under inference_mode, bench/results/cudnn_rnn_probe_h200.jsonl).
+TEST(RnnSizes, StandardInferenceWorkspaceAsMeasured) {
+  struct Case {
+    RnnCall c;
+    int64_t measured;
+  };
+  RnnCall bf16 = Call("LSTM", 1, 2, 50, 16, 768, 300);
+  bf16.dtype = DType::kBFloat16;
+  const Case cases[] = {
+      // lstm_lm's shape: W 58,785,792 + 2 x 8 MiB + x 2 MiB + (4 + 1) steps
+      // of 128 x 8 x 1024 floats + 2 (10 x 8 - 8) x 1024 floats + 64 + 256.
+      {Call("LSTM", 2, 1, 128, 8, 1024, 512), 99221824},
+      // Past 256 steps one direction of several layers projects 256 at a time.
+      {Call("LSTM", 2, 1, 512, 8, 1024, 512), 134873408},
+      {Call("LSTM", 3, 1, 300, 8, 768, 640), 119636288},
+      // Batch 1: the GRU's per-layer 5 B - 6 states go below zero.
+      {Call("GRU", 2, 1, 128, 1, 1024, 512), 63217952},
+      // Bidirectional: 8 MiB per layer and direction, no chunking.
+      {Call("GRU", 3, 2, 200, 32, 512, 80), 257442304},
+      {Call("LSTM", 1, 2, 300, 48, 768, 640), 711099008},
+      {Call("LSTM", 2, 2, 128, 8, 1024, 512), 246939968},
+      {Call("RNN", 1, 2, 50, 100, 512, 640), 118264864},
+      {bf16, 48174208},
+  };
+  for (const Case& k : cases) {
+    const RnnWorkspace ws = RnnForwardWorkspace(k.c, false);
+    EXPECT_TRUE(ws.derived) << k.c.mode << " " << k.c.hidden;
+    EXPECT_EQ(ws.bytes, k.measured) << k.c.mode << " L" << k.c.layers << " d" << k.c.dirs << " T"
+                                    << k.c.seq << " B" << k.c.batch << " H" << k.c.hidden;
+  }
+}
+
+// Training adds a dropout buffer (one direction) or an input-sized one (a
+// bidirectional GRU of several layers); both backward calls take the
+// forward's size.
+TEST(RnnSizes, StandardTrainingWorkspaceAsMeasured) {
+  RnnCall lstm = Call("LSTM", 2, 1, 128, 8, 1024, 512);  // lstm_lm at batch 8
+  lstm.dropout = true;
+  EXPECT_EQ(RnnForwardWorkspace(lstm, true).bytes, 103416128);  // + 128 x 8 x 1024 x 4
+  EXPECT_EQ(RnnBackwardWorkspace(lstm).bytes, 103416128);
+  lstm.dropout = false;
+  EXPECT_EQ(RnnForwardWorkspace(lstm, true).bytes, 99221824);
+  lstm.seq = 512;
+  lstm.dropout = true;
+  EXPECT_EQ(RnnForwardWorkspace(lstm, true).bytes, 151650624);
+  RnnCall gru = Call("GRU", 3, 2, 200, 32, 512, 80);  // gru_seqfirst at batch 32
+  gru.dropout = true;
+  EXPECT_EQ(RnnForwardWorkspace(gru, true).bytes, 259490304);  // + 200 x 32 x 80 x 4
+  gru.batch = 8;
+  gru.dtype = DType::kBFloat16;  // its autocast call
+  EXPECT_EQ(RnnForwardWorkspace(gru, true).bytes, 93360448);
+  RnnCall bi = Call("LSTM", 2, 2, 128, 8, 1024, 512);  // the dropout buffer fits
+  bi.dropout = true;
+  EXPECT_EQ(RnnForwardWorkspace(bi, true).bytes, 246939968);
+  EXPECT_TRUE(RnnForwardWorkspace(bi, true).derived);
+}
+
+// What the derivation does not cover goes to the fit, and says so.
+TEST(RnnSizes, OtherAlgorithmsAndShapesAreFitted) {
+  // Hidden 128: the persistent small-hidden algorithm in both passes.
+  RnnCall small = Call("LSTM", 2, 1, 128, 8, 128, 128);
+  EXPECT_FALSE(RnnForwardWorkspace(small, true).derived);
+  EXPECT_FALSE(RnnBackwardWorkspace(small).derived);
+  EXPECT_EQ(RnnForwardWorkspace(small, true).bytes, RnnFittedWorkspaceBytes(small, true));
+  // Hidden 160: small-hidden forward, standard backward.
+  small.hidden = 160;
+  EXPECT_FALSE(RnnForwardWorkspace(small, true).derived);
+  EXPECT_TRUE(RnnBackwardWorkspace(small).derived);
+  // Training with an input wider than the hidden size (measured 30,982,464 B
+  // for H 256, I 512 with dropout: the derivation's 29,524,288 + 1,048,576
+  // would miss by 1.3 %), and vanilla RNN training.
+  RnnCall wide = Call("LSTM", 2, 1, 128, 8, 256, 512);
+  wide.dropout = true;
+  EXPECT_FALSE(RnnForwardWorkspace(wide, true).derived);
+  EXPECT_TRUE(RnnForwardWorkspace(wide, false).derived);
+  EXPECT_EQ(RnnForwardWorkspace(wide, false).bytes, 29524288);
+  EXPECT_FALSE(RnnForwardWorkspace(Call("RNN", 2, 1, 128, 8, 1024, 512), true).derived);
+  EXPECT_TRUE(RnnForwardWorkspace(Call("RNN", 2, 1, 128, 8, 1024, 512), false).derived);
 }
 
 // One seq-first LSTM layer straight on its input (no copy), weights as
@@ -267,7 +391,7 @@ TEST(RnnPlan, ForwardAndBackwardPeaksOfOneCall) {
   c.batch = N;
   c.input = I;
   c.hidden = H;
-  const int64_t ws = (RnnWorkspaceBytes(c, true) + 511) / 512 * 512;
+  const int64_t ws = (RnnFittedWorkspaceBytes(c, true) + 511) / 512 * 512;
   // (6 - 1) * 8 * 8 * 128 * 4 + 256, rounded to 512 B by the allocator.
   const int64_t reserve = 164352;
   // The workspace (17.8 MiB) gets its own segment in the first step, rounded

@@ -1358,7 +1358,9 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
   const int64_t hy_unread = std::max<int64_t>(0, hy_all - state_bytes);
   const int64_t x_copy = x_contiguous ? 0 : BytesOf(xshape, c.dtype);
   op.fwd_temp_bytes = SatAdd(x_copy, hy_unread);
-  op.fwd_workspace = RnnWorkspaceBytes(c, train);
+  const RnnWorkspace fwd_ws = RnnForwardWorkspace(c, train);
+  op.fwd_workspace = fwd_ws.bytes;
+  op.rnn_workspace_fitted = !fwd_ws.derived;
   if (any_grad) {
     op.saved_in_kernel = true;
     for (int v : in) op.saved.push_back(SavedRef{v, 0, ""});
@@ -1368,13 +1370,16 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
     // dy arrives batch-first like x left (a copy), dhy/dcy are zeros, dhx/
     // dcx are made whether needed or not.
     const int64_t dy_copy = x_copy > 0 ? yv.bytes : 0;
-    const int64_t ws = RnnWorkspaceBytes(c, true);
+    const RnnWorkspace bwd_ws = RnnBackwardWorkspace(c);
+    const int64_t ws = bwd_ws.bytes;
+    op.rnn_workspace_fitted = op.rnn_workspace_fitted || !bwd_ws.derived;
     // dx is computed whether x needs it or not (it mutates the reserve).
     const int64_t dx_unused = s_.vals[x].requires_grad ? 0 : BytesOf(xshape, c.dtype);
     const int64_t held = SatAdd(SatMulNonNeg(2, hy_all), dx_unused);
-    // cuDNN sizes one training workspace for the forward and both backward
-    // calls (cudnnGetRNNTempSpaceSizes): the same bytes each time, as the
-    // probe's backward allocations show; the temporaries live beside both.
+    // cuDNN sizes the training workspace of both backward calls alike
+    // (cudnnGetRNNTempSpaceSizes for the backward algorithm): the forward's
+    // bytes when both run the standard algorithm, as the probe's backward
+    // allocations show; the temporaries live beside both.
     op.bwd_workspace = ws;
     if (weights_grad) op.bwd_weight_workspace = ws;
     op.bwd_temp_bytes = held;

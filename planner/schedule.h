@@ -90,6 +90,9 @@ struct ExecOp {
   bool saved_in_kernel = false;
   /// The weight pass's gradients are views of one allocation (cuDNN's dw).
   bool flat_weight_grads = false;
+  /// A cuDNN RNN call some of whose workspaces the least-squares fit sized
+  /// (planner/rnn.h RnnWorkspace::derived false): their own rule.
+  bool rnn_workspace_fitted = false;
   bool uses_cublas = false;
   bool hold_to_forward_end = false;  ///< Autocast weight cache entries.
   /// An activation or residual add that model code often runs in place

@@ -190,7 +190,10 @@ class Simulator {
   }
   // The rule of op i's workspaces.
   int WorkspaceRule(size_t i) {
-    if (op_workspace_[i] == WorkspaceKind::kCudnnRnn) return Mech(Mechanism::kRnnWorkspace);
+    if (op_workspace_[i] == WorkspaceKind::kCudnnRnn) {
+      return Mech(s_.ops[i].rnn_workspace_fitted ? Mechanism::kRnnWorkspaceFitted
+                                                 : Mechanism::kRnnWorkspace);
+    }
     return TempRule(i);
   }
   // The rule of op i's backward temporaries and copies around its workspaces.

@@ -56,7 +56,7 @@ const OpEntry kOpEvidence[] = {
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
     {"Flatten",
      {"calibration rows of mobilenet_v2, resnet50", kFp32 | kAmpBf16 | kAmpFp16 | kBf16, 0}},
-    {"GRU", {"family rows of gru_lm", kFp32 | kAmpBf16 | kBf16, 0}},
+    {"GRU", {"family rows of gru_lm, gru_seqfirst", kFp32 | kAmpBf16 | kBf16, kFp32}},
     {"Gather",
      {"calibration rows of bert_base, gpt2, vit_b_16; family rows of gru_lm, llama_gqa, lstm_lm, "
       "lstm_tagger, qwen_bigvocab, t5_encdec",
