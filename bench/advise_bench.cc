@@ -15,12 +15,18 @@
 //
 // Usage: advise_bench [--dir bench/calibration] [--models models]
 //                     [--families bench/results/families_h200.jsonl]
+//                     [--extra bench/results/advise_fit/top_h200.jsonl]
+// --extra: more measured batches of the same curves (the same protocols,
+// one fresh process each), between or above the budgets' batches; they
+// refine the truth and are never budgets themselves. A batch measured in
+// both files keeps the first measurement.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -59,15 +65,20 @@ std::map<std::string, Curve> ReadCurves(const std::string& path) {
   return curves;
 }
 
-// Largest batch b whose interpolated reserved peak is <= budget.
+// The measured largest batch that fits: the largest batch b whose reserved
+// peak, interpolated between neighbouring measured batches, is <= budget.
+// The peak is not monotone in the batch (a larger batch can reuse the cached
+// segments better), so every stretch of the curve counts, not only the first
+// one that crosses the budget.
 double TrueLargest(const Curve& c, int64_t budget) {
   double best = 0;
-  auto prev = c.end();
-  for (auto it = c.begin(); it != c.end(); prev = it, ++it) {
-    if (it->second <= budget) best = static_cast<double>(it->first);
-    if (prev != c.end() && prev->second <= budget && it->second > budget) {
-      const double t = static_cast<double>(budget - prev->second) / (it->second - prev->second);
-      return std::floor(prev->first + t * (it->first - prev->first));
+  for (auto it = c.begin(); it != c.end(); ++it) {
+    if (it->second > budget) continue;
+    best = std::max(best, static_cast<double>(it->first));
+    const auto next = std::next(it);
+    if (next != c.end() && next->second > budget) {
+      const double t = static_cast<double>(budget - it->second) / (next->second - it->second);
+      best = std::max(best, std::floor(it->first + t * (next->first - it->first)));
     }
   }
   return best;
@@ -89,11 +100,21 @@ int main(int argc, char** argv) {
   std::string dir = std::string(MEMPLAN_SOURCE_DIR) + "/bench/calibration";
   std::string models = std::string(MEMPLAN_SOURCE_DIR) + "/models";
   std::string families = std::string(MEMPLAN_SOURCE_DIR) + "/bench/results/families_h200.jsonl";
+  std::string extra = std::string(MEMPLAN_SOURCE_DIR) + "/bench/results/advise_fit/top_h200.jsonl";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--dir") dir = argv[i + 1];
     if (a == "--models") models = argv[i + 1];
     if (a == "--families") families = argv[i + 1];
+    if (a == "--extra") extra = argv[i + 1];
+    if (a != "--dir" && a != "--models" && a != "--families" && a != "--extra") {
+      std::fprintf(stderr, "advise_bench: error: unknown flag %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (argc % 2 == 0) {
+    std::fprintf(stderr, "advise_bench: error: %s needs a value\n", argv[argc - 1]);
+    return 2;
   }
   auto curves = ReadCurves(dir + "/measurements.jsonl");
   std::vector<CurveCase> cases;
@@ -118,6 +139,11 @@ int main(int argc, char** argv) {
     c.family = true;
     cases.push_back(c);
     curves[kv.first] = kv.second;
+  }
+  for (const auto& kv : ReadCurves(extra)) {
+    auto it = curves.find(kv.first);
+    if (it == curves.end()) continue;
+    for (const auto& point : kv.second) it->second.insert(point);
   }
   std::printf("%-13s %-9s %6s %12s %9s %7s %7s %8s %6s %12s %8s  %s\n", "model", "precision",
               "ref_b", "budget", "plan_err", "unmeas", "true_b", "advised", "ratio", "pred_reserv",
