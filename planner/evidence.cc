@@ -18,30 +18,32 @@ const MechanismEntry kMechanisms[kNumMechanisms] = {
     {Mechanism::kParameters,
      "parameters and buffers",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
-      "rows of deeplab_mnv3, gru_lm, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, "
-      "unet_ldm, wav2vec2_cls",
+      "rows of deeplab_mnv3, gru_lm, gru_seqfirst, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, "
+      "t5_encdec, unet_ldm, wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
     {Mechanism::kModelCast,
      "model cast to half precision",
      {"calibration rows of bert_base, gpt2, resnet50; family rows of deeplab_mnv3, gru_lm, "
-      "llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, unet_ldm, wav2vec2_cls",
+      "gru_seqfirst, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, unet_ldm, "
+      "wav2vec2_cls",
       kBf16, kFp16}},
     {Mechanism::kInputBatch,
      "input batch",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
-      "rows of deeplab_mnv3, gru_lm, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, "
-      "unet_ldm, wav2vec2_cls",
+      "rows of deeplab_mnv3, gru_lm, gru_seqfirst, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, "
+      "t5_encdec, unet_ldm, wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
     {Mechanism::kAutocastCast,
      "autocast casts",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
-      "rows of deeplab_mnv3, gru_lm, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, "
-      "unet_ldm",
+      "rows of deeplab_mnv3, gru_lm, gru_seqfirst, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, "
+      "t5_encdec, unet_ldm",
       kAmpBf16 | kAmpFp16 | kBf16, 0}},
     {Mechanism::kAutocastWeightCache,
      "autocast weight cache",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
-      "rows of deeplab_mnv3, gru_lm, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, unet_ldm",
+      "rows of deeplab_mnv3, gru_lm, gru_seqfirst, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, "
+      "unet_ldm",
       kFp32 | kAmpBf16 | kAmpFp16, kFp32}},
     {Mechanism::kContiguousCopy,
      "contiguous copies",
@@ -50,14 +52,15 @@ const MechanismEntry kMechanisms[kNumMechanisms] = {
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
     {Mechanism::kLinearBias,
      "linear bias (addmm)",
-     {"calibration rows of bert_base, vit_b_16; family rows of gru_lm, llama_gqa, lstm_lm, "
-      "lstm_tagger, qwen_bigvocab, t5_encdec, wav2vec2_cls; over 2^31 elements: gru_lm, lstm_lm",
+     {"calibration rows of bert_base, vit_b_16; family rows of gru_lm, gru_seqfirst, llama_gqa, "
+      "lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, wav2vec2_cls; over 2^31 elements: gru_lm, "
+      "lstm_lm",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16, true}},
     {Mechanism::kCublasWorkspace,
      "cuBLAS workspaces",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
-      "rows of gru_lm, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, unet_ldm, "
-      "wav2vec2_cls",
+      "rows of gru_lm, gru_seqfirst, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, "
+      "unet_ldm, wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
     {Mechanism::kConvWorkspace,
      "cuDNN convolution workspaces",
@@ -88,7 +91,8 @@ const MechanismEntry kMechanisms[kNumMechanisms] = {
     {Mechanism::kCrossEntropy,
      "cross entropy loss",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
-      "rows of gru_lm, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, wav2vec2_cls",
+      "rows of gru_lm, gru_seqfirst, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, "
+      "wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, 0}},
     {Mechanism::kCrossEntropyPixels,
      "per-pixel cross entropy loss",
@@ -97,14 +101,14 @@ const MechanismEntry kMechanisms[kNumMechanisms] = {
     {Mechanism::kParameterGradients,
      "parameter gradients",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
-      "rows of deeplab_mnv3, gru_lm, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, "
-      "unet_ldm, wav2vec2_cls",
+      "rows of deeplab_mnv3, gru_lm, gru_seqfirst, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, "
+      "t5_encdec, unet_ldm, wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, 0}},
     {Mechanism::kAdamState,
      "Adam state",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
-      "rows of deeplab_mnv3, gru_lm, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, "
-      "unet_ldm, wav2vec2_cls",
+      "rows of deeplab_mnv3, gru_lm, gru_seqfirst, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, "
+      "t5_encdec, unet_ldm, wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, 0}},
     {Mechanism::kMomentumState,
      "SGD momentum state",
@@ -112,8 +116,8 @@ const MechanismEntry kMechanisms[kNumMechanisms] = {
     {Mechanism::kForeachTemporaries,
      "foreach optimizer temporaries",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
-      "rows of deeplab_mnv3, gru_lm, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, "
-      "unet_ldm, wav2vec2_cls",
+      "rows of deeplab_mnv3, gru_lm, gru_seqfirst, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, "
+      "t5_encdec, unet_ldm, wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, 0}},
     {Mechanism::kCheckpointRecompute,
      "checkpoint recompute",
@@ -121,14 +125,15 @@ const MechanismEntry kMechanisms[kNumMechanisms] = {
     {Mechanism::kModuleCallHolding,
      "module-call argument holding",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
-      "rows of deeplab_mnv3, gru_lm, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, "
-      "unet_ldm, wav2vec2_cls",
+      "rows of deeplab_mnv3, gru_lm, gru_seqfirst, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, "
+      "t5_encdec, unet_ldm, wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
     {Mechanism::kAllocator,
      "caching allocator model",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
-      "rows of deeplab_mnv3, gru_lm, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, "
-      "unet_ldm, wav2vec2_cls; PyTorch allocator traces replayed exactly (bench/results/traces)",
+      "rows of deeplab_mnv3, gru_lm, gru_seqfirst, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, "
+      "t5_encdec, unet_ldm, wav2vec2_cls; PyTorch allocator traces replayed exactly "
+      "(bench/results/traces)",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
 };
 

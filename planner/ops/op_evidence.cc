@@ -52,7 +52,8 @@ const OpEntry kOpEvidence[] = {
     {"Equal", {"calibration rows of gpt2", kAmpBf16, 0}},
     {"Expand",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
-      "rows of gru_lm, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, wav2vec2_cls",
+      "rows of gru_lm, gru_seqfirst, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, "
+      "wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
     {"Flatten",
      {"calibration rows of mobilenet_v2, resnet50", kFp32 | kAmpBf16 | kAmpFp16 | kBf16, 0}},
@@ -91,9 +92,9 @@ const OpEntry kOpEvidence[] = {
     {"LessOrEqual", {"calibration rows of gpt2; family rows of t5_encdec", kFp32 | kAmpBf16, 0}},
     {"Log", {"family rows of t5_encdec", kFp32 | kAmpBf16, 0}},
     {"MatMul",
-     {"calibration rows of bert_base, gpt2, vit_b_16; family rows of gru_lm, llama_gqa, lstm_lm, "
-      "lstm_tagger, qwen_bigvocab, t5_encdec, unet_ldm, wav2vec2_cls; over 2^31 elements: gru_lm, "
-      "llama_gqa, lstm_lm, qwen_bigvocab",
+     {"calibration rows of bert_base, gpt2, vit_b_16; family rows of gru_lm, gru_seqfirst, "
+      "llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, unet_ldm, wav2vec2_cls; over "
+      "2^31 elements: gru_lm, llama_gqa, lstm_lm, qwen_bigvocab",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16, true}},
     {"Max", {"calibration rows of gpt2", kAmpBf16, 0}},
     {"MaxPool",
@@ -122,8 +123,8 @@ const OpEntry kOpEvidence[] = {
     {"RepeatInterleave", {"family rows of llama_gqa, qwen_bigvocab", kFp32, kFp32}},
     {"Reshape",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
-      "rows of gru_lm, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, unet_ldm, "
-      "wav2vec2_cls",
+      "rows of gru_lm, gru_seqfirst, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, "
+      "unet_ldm, wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
     {"Resize", {"family rows of deeplab_mnv3, unet_ldm", kFp32 | kAmpBf16 | kBf16, kFp32}},
     {"SequenceAt",
@@ -153,8 +154,8 @@ const OpEntry kOpEvidence[] = {
     {"Tanh",
      {"calibration rows of bert_base, gpt2", kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
     {"Transpose",
-     {"calibration rows of bert_base, gpt2, vit_b_16; family rows of gru_lm, llama_gqa, lstm_lm, "
-      "lstm_tagger, qwen_bigvocab, t5_encdec, unet_ldm, wav2vec2_cls",
+     {"calibration rows of bert_base, gpt2, vit_b_16; family rows of gru_lm, gru_seqfirst, "
+      "llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, unet_ldm, wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
     {"Unsqueeze",
      {"calibration rows of gpt2, vit_b_16; family rows of llama_gqa, qwen_bigvocab, t5_encdec, "
