@@ -304,6 +304,11 @@ TEST(RnnSizes, StandardInferenceWorkspaceAsMeasured) {
       {Call("LSTM", 2, 2, 128, 8, 1024, 512), 246939968},
       {Call("RNN", 1, 2, 50, 100, 512, 640), 118264864},
       {bf16, 48174208},
+      // Shapes of the second probe (--grid mechanism), none among those the
+      // terms were read from: one layer past 256 steps projects 256 at a
+      // time too; lstm_tagger's shape at batch 16384 (36 GB).
+      {Call("LSTM", 1, 1, 512, 64, 512, 256), 250872576},
+      {Call("LSTM", 1, 2, 96, 16384, 384, 256), 36062232832},
   };
   for (const Case& k : cases) {
     const RnnWorkspace ws = RnnForwardWorkspace(k.c, false);
@@ -313,9 +318,9 @@ TEST(RnnSizes, StandardInferenceWorkspaceAsMeasured) {
   }
 }
 
-// Training adds a dropout buffer (one direction) or an input-sized one (a
-// bidirectional GRU of several layers); both backward calls take the
-// forward's size.
+// Training adds a dropout buffer or a one-layer GRU's input (one direction)
+// or an input-sized buffer (a bidirectional GRU of several layers); both
+// backward calls take the forward's size.
 TEST(RnnSizes, StandardTrainingWorkspaceAsMeasured) {
   RnnCall lstm = Call("LSTM", 2, 1, 128, 8, 1024, 512);  // lstm_lm at batch 8
   lstm.dropout = true;
@@ -323,9 +328,9 @@ TEST(RnnSizes, StandardTrainingWorkspaceAsMeasured) {
   EXPECT_EQ(RnnBackwardWorkspace(lstm).bytes, 103416128);
   lstm.dropout = false;
   EXPECT_EQ(RnnForwardWorkspace(lstm, true).bytes, 99221824);
-  lstm.seq = 512;
+  lstm.seq = 256;
   lstm.dropout = true;
-  EXPECT_EQ(RnnForwardWorkspace(lstm, true).bytes, 151650624);
+  EXPECT_EQ(RnnForwardWorkspace(lstm, true).bytes, 130679104);
   RnnCall gru = Call("GRU", 3, 2, 200, 32, 512, 80);  // gru_seqfirst at batch 32
   gru.dropout = true;
   EXPECT_EQ(RnnForwardWorkspace(gru, true).bytes, 259490304);  // + 200 x 32 x 80 x 4
@@ -336,6 +341,22 @@ TEST(RnnSizes, StandardTrainingWorkspaceAsMeasured) {
   bi.dropout = true;
   EXPECT_EQ(RnnForwardWorkspace(bi, true).bytes, 246939968);
   EXPECT_TRUE(RnnForwardWorkspace(bi, true).derived);
+  // Second probe: a one-layer GRU keeps an input-sized buffer instead
+  // (+ 64 x 64 x 256 x 4), and the family shapes at other batches.
+  EXPECT_EQ(RnnForwardWorkspace(Call("GRU", 1, 1, 64, 64, 512, 256), true).bytes, 55706368);
+  RnnCall held_out = Call("GRU", 2, 2, 200, 200, 384, 40);  // gru_seqfirst_b at batch 200
+  held_out.dropout = true;
+  EXPECT_EQ(RnnForwardWorkspace(held_out, true).bytes, 806762304);
+  RnnCall gru_lm = Call("GRU", 3, 1, 64, 1024, 768, 384);  // its autocast call at batch 1024
+  gru_lm.dropout = true;
+  gru_lm.dtype = DType::kBFloat16;
+  EXPECT_EQ(RnnForwardWorkspace(gru_lm, true).bytes, 621879552);
+  RnnCall lstm_b = Call("LSTM", 3, 1, 64, 512, 768, 256);  // lstm_lm_b at batch 512
+  lstm_b.dropout = true;
+  EXPECT_EQ(RnnForwardWorkspace(lstm_b, true).bytes, 760221952);
+  gru.dtype = DType::kFloat;
+  gru.batch = 1024;
+  EXPECT_EQ(RnnForwardWorkspace(gru, true).bytes, 5347680512);
 }
 
 // What the derivation does not cover goes to the fit, and says so.
@@ -359,6 +380,11 @@ TEST(RnnSizes, OtherAlgorithmsAndShapesAreFitted) {
   EXPECT_EQ(RnnForwardWorkspace(wide, false).bytes, 29524288);
   EXPECT_FALSE(RnnForwardWorkspace(Call("RNN", 2, 1, 128, 8, 1024, 512), true).derived);
   EXPECT_TRUE(RnnForwardWorkspace(Call("RNN", 2, 1, 128, 8, 1024, 512), false).derived);
+  // One direction past 256 steps in training (measured 351,666,944 B where
+  // the inference terms give 250,872,576).
+  const RnnCall long_seq = Call("LSTM", 1, 1, 512, 64, 512, 256);
+  EXPECT_FALSE(RnnForwardWorkspace(long_seq, true).derived);
+  EXPECT_TRUE(RnnForwardWorkspace(long_seq, false).derived);
 }
 
 // One seq-first LSTM layer straight on its input (no copy), weights as
