@@ -172,6 +172,12 @@ std::vector<LinearLayer> FindLinearLayers(const Graph& g, const std::vector<Init
 
 Result<FineTuneSetup> ResolveFineTune(const Graph& g, const std::vector<InitRole>& roles,
                                       const PlanOptions& o) {
+  return ResolveFineTune(g, roles, FindLinearLayers(g, roles), o);
+}
+
+Result<FineTuneSetup> ResolveFineTune(const Graph& g, const std::vector<InitRole>& roles,
+                                      const std::vector<LinearLayer>& linears,
+                                      const PlanOptions& o) {
   FineTuneSetup s;
   s.frozen.assign(g.tensors.size(), false);
   s.quantized.assign(g.tensors.size(), false);
@@ -199,7 +205,6 @@ Result<FineTuneSetup> ResolveFineTune(const Graph& g, const std::vector<InitRole
     if (!st.ok()) return st;
     for (int id : params) s.frozen[id] = s.frozen[id] || fz[id];
   }
-  const std::vector<LinearLayer> linears = FindLinearLayers(g, roles);
   if (o.lora.r != 0) {
     if (o.lora.r < 1) return Status::Error(g.source + ": --lora: r must be at least 1");
     if (o.lora.targets.empty())

@@ -50,6 +50,11 @@ struct FineTuneSetup {
 [[nodiscard]] Result<FineTuneSetup> ResolveFineTune(const Graph& g,
                                                     const std::vector<InitRole>& roles,
                                                     const PlanOptions& options);
+/// The same, with `linears` = FindLinearLayers(g, roles) found before.
+[[nodiscard]] Result<FineTuneSetup> ResolveFineTune(const Graph& g,
+                                                    const std::vector<InitRole>& roles,
+                                                    const std::vector<LinearLayer>& linears,
+                                                    const PlanOptions& o);
 
 /// A quantized weight as it sits on the GPU: the packed data and the
 /// quantization state's tensors (each a separate allocation).

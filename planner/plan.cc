@@ -1,6 +1,7 @@
 #include "planner/plan.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -64,8 +65,11 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& requeste
   if (!checkpointed.ok()) return checkpointed.status();
   options.checkpoint_segments = checkpointed.value();
   Schedule sched;
+  // One analysis serves both fp32-convolution variants.
+  std::unique_ptr<ScheduleAnalysis> analysis;
   auto build = [&](const PlanOptions& o) -> Result<const Schedule*> {
-    auto s = BuildSchedule(g, o);
+    if (!analysis) analysis = std::make_unique<ScheduleAnalysis>(AnalyzeForSchedule(g));
+    auto s = BuildSchedule(g, o, *analysis);
     if (!s.ok()) return s.status();
     sched = std::move(s.value());
     return &sched;

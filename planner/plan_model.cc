@@ -68,6 +68,7 @@ void CandidatePlanner::SwapInferred(Inferred* k) {
   k->bound_symbols.swap(work_.bound_symbols);
   k->batch_symbol.swap(work_.batch_symbol);
   k->warnings.swap(work_warnings_);
+  k->analysis.swap(work_analysis_);
 }
 
 void CandidatePlanner::KeepWork() {
@@ -104,13 +105,25 @@ Result<const Graph*> CandidatePlanner::Bind(const ShapeBindings& bindings) {
   if (!work_key_.empty()) KeepWork();
   work_key_.clear();
   work_warnings_.clear();
+  work_analysis_.reset();
   if (RestoreWork(key)) {
     work_key_ = key;
     return &work_;
   }
-  // Shape inference writes tensors (and the bound symbols) only: with the
-  // imported tensors back, the graph is a fresh copy again.
-  work_.tensors = imported_;
+  // Shape inference writes only the fields InferredTensor holds (and the
+  // bound symbols): with those back as imported, the graph is a fresh copy
+  // again (the names, declared shapes and edges are never written).
+  for (size_t i = 0; i < work_.tensors.size(); ++i) {
+    Tensor& t = work_.tensors[i];
+    const Tensor& o = imported_[i];
+    t.dtype = o.dtype;
+    t.shape_known = o.shape_known;
+    t.has_values = o.has_values;
+    t.is_sequence = o.is_sequence;
+    t.shape = o.shape;
+    t.values = o.values;
+    t.seq_shapes = o.seq_shapes;
+  }
   ++inferences_;
   Status s = InferShapes(&work_, bindings, &work_warnings_);
   if (!s.ok()) return s;
@@ -164,7 +177,21 @@ Result<Plan> CandidatePlanner::PlanStep(const ShapeBindings& bindings, Precision
     // Room for one more, made before it is built (MakePlanFrom holds no
     // earlier schedule when it asks for the next).
     DropSchedules(last_schedule_items_);
-    auto s = BuildSchedule(g, o);
+    if (!work_analysis_) {
+      // The roles and the order are the imported graph's: found once.
+      ++analyses_;
+      if (first_analysis_) {
+        work_analysis_ = std::make_unique<ScheduleAnalysis>();
+        work_analysis_->roles = first_analysis_->roles;
+        work_analysis_->linears = first_analysis_->linears;
+        work_analysis_->order = first_analysis_->order;
+        ReanalyzeRegions(g, work_analysis_.get());
+      } else {
+        work_analysis_ = std::make_unique<ScheduleAnalysis>(AnalyzeForSchedule(g));
+        first_analysis_ = std::make_unique<ScheduleAnalysis>(*work_analysis_);
+      }
+    }
+    auto s = BuildSchedule(g, o, *work_analysis_);
     if (!s.ok()) return s.status();
     ++schedules_built_;
     last_schedule_items_ = s->ops.size() + s->vals.size();

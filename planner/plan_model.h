@@ -97,6 +97,9 @@ class CandidatePlanner {
   static constexpr size_t kKeptScheduleItems = size_t{1} << 19;
   /// Shape inference runs so far (each binding not found kept).
   [[nodiscard]] int inferences() const { return inferences_; }
+  /// Schedule analyses (regions found) so far: one per binding scheduled
+  /// while its inference is kept.
+  [[nodiscard]] int analyses() const { return analyses_; }
   /// Schedules built so far, and those kept now.
   [[nodiscard]] int schedules_built() const { return schedules_built_; }
   [[nodiscard]] size_t schedules_kept() const { return schedules_.size(); }
@@ -122,6 +125,9 @@ class CandidatePlanner {
     std::map<std::string, int64_t> bound_symbols;
     std::string batch_symbol;
     std::vector<std::string> warnings;
+    /// The schedule analysis of the bound graph (null until a schedule is
+    /// built at this binding).
+    std::unique_ptr<ScheduleAnalysis> analysis;
   };
   /// Moves what inference wrote for work_key_ into kept_ (work_'s inferred
   /// fields are left empty).
@@ -135,6 +141,11 @@ class CandidatePlanner {
   std::vector<Tensor> imported_;            ///< The graph's tensors before any binding.
   std::string work_key_;                    ///< "": not bound (or its inference failed).
   std::vector<std::string> work_warnings_;  ///< Shape inference's, for work_key_.
+  /// The schedule analysis of work_ (null: none yet), and of the first
+  /// binding analysed (its roles and order hold for every binding).
+  std::unique_ptr<ScheduleAnalysis> work_analysis_;
+  std::unique_ptr<ScheduleAnalysis> first_analysis_;
+  int analyses_ = 0;
   /// Earlier bindings' inference, by bindings key, oldest first in kept_order_.
   std::map<std::string, Inferred> kept_;
   std::vector<std::string> kept_order_;

@@ -286,6 +286,75 @@ TEST(CandidatePlanner, KeptSchedulesPlanLikeFreshPlans) {
   }
 }
 
+// Attention over a symbolic batch: q, k, v of [batch, 4, 16, 8] from
+// projections, scores scaled, softmax, the context (an SDPA region), then a
+// projection to the output; each in its own module.
+Graph Attention() {
+  GraphBuilder b;
+  for (const std::string name : {"q", "k", "v"}) {
+    b.Input(name + "_in", {S("batch"), D(4), D(16), D(8)});
+    b.Init(name + "_w", {8, 8});
+    b.Op("MatMul", {name + "_in", name + "_w"}, {name}).scope = "attn." + name;
+  }
+  b.Init("scale", {});
+  Node& t = b.Op("Transpose", {"k"}, {"kt"});
+  t.attrs["perm"] = IntsAttr({0, 1, 3, 2});
+  t.scope = "attn";
+  b.Op("MatMul", {"q", "kt"}, {"scores"}).scope = "attn";
+  b.Op("Mul", {"scores", "scale"}, {"scaled"}).scope = "attn";
+  b.Op("Softmax", {"scaled"}, {"probs"}).scope = "attn";
+  b.Op("MatMul", {"probs", "v"}, {"ctx"}).scope = "attn";
+  b.Init("out_w", {8, 8});
+  b.Op("MatMul", {"ctx", "out_w"}, {"logits"}).scope = "head";
+  b.Output("logits");
+  b.g.Link();
+  return b.g;
+}
+
+// The schedule analysis kept per binding (the regions) and over bindings
+// (roles, Linear layers, order) gives the plans fresh ones give, for a graph
+// with an attention region, over precisions asked one after another at
+// batches that come back; one analysis per binding, not per schedule.
+TEST(CandidatePlanner, KeptAnalysesPlanLikeFreshPlans) {
+  const Graph g = Attention();
+  {
+    Graph bound = g;
+    ShapeBindings bind;
+    bind.batch = 2;
+    ASSERT_TRUE(InferShapes(&bound, bind, nullptr).ok());
+    ASSERT_EQ(AnalyzeForSchedule(bound).attention.size(), 1u);
+  }
+  PlanOptions base;
+  base.mode = Mode::kTrain;
+  base.optimizer = Optimizer::kAdamW;
+  base.attention = Attention::kFused;
+  CandidatePlanner kept(g, base);
+  const std::vector<int64_t> batches = {1, 2, 5, 2, 1};
+  for (Precision p : {Precision::kFp32, Precision::kAmpBf16, Precision::kBf16}) {
+    for (int64_t batch : batches) {
+      for (const std::vector<std::string>& ckpt :
+           {std::vector<std::string>{}, std::vector<std::string>{"attn"}}) {
+        ShapeBindings bind;
+        bind.batch = batch;
+        PlanOptions o = base;
+        o.precision = p;
+        o.checkpoint_segments = ckpt;
+        auto fresh = PlanModel(g, bind, o);
+        ASSERT_TRUE(fresh.ok()) << fresh.message();
+        auto plan = kept.PlanStep(bind, p, ckpt, PlanDetail::kFull);
+        ASSERT_TRUE(plan.ok()) << plan.message();
+        ExpectSamePlan(plan.value(), fresh.value(), PlanDetail::kFull,
+                       std::string(PrecisionName(p)) + " batch " + std::to_string(batch) +
+                           (ckpt.empty() ? "" : " attn"));
+      }
+    }
+  }
+  // Three bindings, each analysed once for the three precisions' schedules.
+  EXPECT_EQ(kept.inferences(), 3);
+  EXPECT_EQ(kept.analyses(), 3);
+  EXPECT_EQ(kept.schedules_built(), 9);
+}
+
 // The kept schedules stay within their limit (the one in use always kept),
 // the plans are still fresh PlanModel's, and a schedule dropped is built
 // again when its batch comes back.

@@ -208,7 +208,7 @@ void GroupNormWorkspaces(const Val& x, int64_t groups, bool affine, ExecOp* op) 
 
 class Builder {
  public:
-  Builder(const Graph& g, const PlanOptions& o) : g_(g), o_(o) {}
+  Builder(const Graph& g, const PlanOptions& o, const ScheduleAnalysis& a) : g_(g), o_(o), a_(a) {}
 
   Result<Schedule> Build();
 
@@ -259,6 +259,7 @@ class Builder {
 
   const Graph& g_;
   const PlanOptions& o_;
+  const ScheduleAnalysis& a_;
   Schedule s_;
   std::vector<int> val_of_;                    // graph tensor -> current val
   std::unordered_map<int, int> weight_cache_;  // param val -> cast val
@@ -564,10 +565,9 @@ void Builder::AddComputeOp(int ni, const OpDef* def, std::vector<int> in) {
 }
 
 void Builder::FindRmsNorms() {
-  RmsNormOps found = FindRmsNormOps(g_);
-  rms_pow_nodes_ = std::move(found.mean_square_pows);
-  rms_normalize_muls_ = std::move(found.normalize_muls);
-  rms_weight_muls_ = std::move(found.weight_muls);
+  rms_pow_nodes_ = a_.rms_norms.mean_square_pows;
+  rms_normalize_muls_ = a_.rms_norms.normalize_muls;
+  rms_weight_muls_ = a_.rms_norms.weight_muls;
 }
 
 void Builder::AddCompute(const std::string& op_type, const std::string& label, int ni,
@@ -1544,18 +1544,18 @@ void Builder::AppendLora(const LinearLayer& l) {
 }
 
 Result<Schedule> Builder::Build() {
-  const std::vector<InitRole> roles = ClassifyInitializers(g_);
-  Result<FineTuneSetup> ft = ResolveFineTune(g_, roles, o_);
+  const std::vector<InitRole>& roles = a_.roles;
+  Result<FineTuneSetup> ft = ResolveFineTune(g_, roles, a_.linears, o_);
   if (!ft.ok()) return ft.status();
   ft_ = std::move(ft.value());
   for (const LinearLayer& l : ft_.lora) lora_at_[l.end_node] = l;
   InitVals(roles);
-  auto order = TopologicalOrder(g_);
+  const Result<std::vector<int>>& order = a_.order;
   if (!order.ok()) return order.status();
   FindRmsNorms();
   std::set<int> dropped;  // tensors the run-time SDPA call does not get
   std::set<int> needed;   // ... and those it gets in their place
-  for (AttentionRegion& r : FindAttentionRegions(g_)) {
+  for (const AttentionRegion& r : a_.attention) {
     for (int ni : r.nodes) skipped_nodes_.insert(ni);
     if (o_.attention == Attention::kFused && (r.causal_mask || r.full_mask)) {
       dropped.insert(r.mask);
@@ -1564,17 +1564,17 @@ Result<Schedule> Builder::Build() {
         needed.insert({r.k_kv, r.v_kv});
       }
     }
-    regions_[r.last_node] = std::move(r);
+    regions_[r.last_node] = r;
   }
-  for (RnnRegion& r : FindRnnRegions(g_)) {
+  for (const RnnRegion& r : a_.rnn) {
     for (int ni : r.nodes) skipped_nodes_.insert(ni);
     const int last = r.layers.back();
-    rnn_regions_[last] = std::move(r);
+    rnn_regions_[last] = r;
   }
   SkipUnusedFeeders(dropped, needed);
-  for (FusedRegion& r : FindFusedRegions(g_)) {
+  for (const FusedRegion& r : a_.fused) {
     for (int ni : r.nodes) skipped_nodes_.insert(ni);
-    fused_[r.last_node] = std::move(r);
+    fused_[r.last_node] = r;
   }
   // About one op per node (casts and copies add a few): reserved, so that a
   // large graph's ops are not held twice while the vector grows.
@@ -1728,11 +1728,32 @@ void Builder::ProcessNode(int ni) {
 
 }  // namespace
 
-Result<Schedule> BuildSchedule(const Graph& g, const PlanOptions& options) {
-  Builder b(g, options);
+ScheduleAnalysis AnalyzeForSchedule(const Graph& g) {
+  ScheduleAnalysis a;
+  a.roles = ClassifyInitializers(g);
+  a.linears = FindLinearLayers(g, a.roles);
+  a.order = TopologicalOrder(g);
+  ReanalyzeRegions(g, &a);
+  return a;
+}
+
+void ReanalyzeRegions(const Graph& g, ScheduleAnalysis* a) {
+  a->attention = FindAttentionRegions(g);
+  a->rnn = FindRnnRegions(g);
+  a->fused = FindFusedRegions(g);
+  a->rms_norms = FindRmsNormOps(g);
+}
+
+Result<Schedule> BuildSchedule(const Graph& g, const PlanOptions& options,
+                               const ScheduleAnalysis& a) {
+  Builder b(g, options, a);
   Result<Schedule> s = b.Build();
   if (s.ok()) MarkModuleArguments(g, &s.value());
   return s;
+}
+
+Result<Schedule> BuildSchedule(const Graph& g, const PlanOptions& options) {
+  return BuildSchedule(g, options, AnalyzeForSchedule(g));
 }
 
 }  // namespace memplan

@@ -6,10 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "planner/attention.h"
 #include "planner/finetune.h"
+#include "planner/fusion.h"
 #include "planner/graph.h"
 #include "planner/op_registry.h"
 #include "planner/options.h"
+#include "planner/params.h"
+#include "planner/rnn.h"
 #include "planner/status.h"
 
 namespace memplan {
@@ -134,6 +138,31 @@ struct Schedule {
 /// PyTorch makes for non-viewable reshapes and non-contiguous inputs,
 /// attention regions per options.attention, and per-op saved tensors.
 Result<Schedule> BuildSchedule(const Graph& g, const PlanOptions& options);
+
+/// What BuildSchedule reads off a graph before it schedules it, whatever the
+/// options: the initializers' roles, the Linear layers, the node order, and
+/// the regions it replaces by one op. The roles, layers and order depend on
+/// the imported graph alone, the regions on its inferred shapes too: one
+/// analysis serves every precision and placement planned at one binding
+/// (CandidatePlanner).
+struct ScheduleAnalysis {
+  std::vector<InitRole> roles;                          ///< ClassifyInitializers.
+  std::vector<LinearLayer> linears;                     ///< FindLinearLayers.
+  Result<std::vector<int>> order = std::vector<int>();  ///< TopologicalOrder (or its error).
+  std::vector<AttentionRegion> attention;
+  std::vector<RnnRegion> rnn;
+  std::vector<FusedRegion> fused;
+  RmsNormOps rms_norms;
+};
+/// The whole analysis of `g` (shapes inferred).
+[[nodiscard]] ScheduleAnalysis AnalyzeForSchedule(const Graph& g);
+/// The regions of `a` found again for `g` (another binding of the graph
+/// `a` was made for), the roles and order kept.
+void ReanalyzeRegions(const Graph& g, ScheduleAnalysis* a);
+/// BuildSchedule(g, options) from `a`, AnalyzeForSchedule(g)'s result (or
+/// one that equals it): the same schedule, without analysing `g` again.
+[[nodiscard]] Result<Schedule> BuildSchedule(const Graph& g, const PlanOptions& options,
+                                             const ScheduleAnalysis& a);
 
 /// Sets every op's checkpoint segment: the index into
 /// options.checkpoint_segments of the outermost listed module around its

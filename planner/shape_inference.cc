@@ -86,21 +86,32 @@ bool SizeFits(const Tensor& t, int64_t* bytes) {
   return CheckedNumel(t.shape, &n) && DTypeBytes(t.dtype, n, bytes);
 }
 
+/// Where a checked tensor comes from, for the error message only (built when
+/// a check fails, not once per tensor): the output of node `node`, a graph
+/// output (kGraphOutput), or nothing to add (kNoPlace).
+constexpr int kNoPlace = -1;
+constexpr int kGraphOutput = -2;
+std::string PlaceOf(const Graph& g, int node) {
+  if (node == kGraphOutput) return " (graph output)";
+  if (node < 0) return "";
+  return " (output of node '" + g.nodes[node].Label(node) + "')";
+}
+
 /// Checks the size of `t` (after inference) against int64 and the limits.
-Status CheckSize(const Graph& g, const Tensor& t, const std::string& where, int64_t* total) {
+Status CheckSize(const Graph& g, const Tensor& t, int place, int64_t* total) {
   int64_t bytes = 0;
   if (!SizeFits(t, &bytes)) {
-    return Status::Error(g.source + ": tensor '" + t.name + "'" + where +
+    return Status::Error(g.source + ": tensor '" + t.name + "'" + PlaceOf(g, place) +
                          ": size overflows int64 (" + DimsString(t.shape) + " of " +
                          DTypeName(t.dtype) + ")");
   }
   if (bytes > kMaxTensorBytes) {
-    return Status::Error(g.source + ": tensor '" + t.name + "'" + where + ": " +
+    return Status::Error(g.source + ": tensor '" + t.name + "'" + PlaceOf(g, place) + ": " +
                          DimsString(t.shape) + " of " + DTypeName(t.dtype) + " is " +
                          std::to_string(bytes) + " bytes, more than one allocation can be (2^50)");
   }
   if (!CheckedAdd(*total, bytes, total) || *total > kMaxTotalTensorBytes) {
-    return Status::Error(g.source + ": tensor '" + t.name + "'" + where +
+    return Status::Error(g.source + ": tensor '" + t.name + "'" + PlaceOf(g, place) +
                          ": the model's tensors add up to more than 2^56 bytes");
   }
   return Status();
@@ -108,7 +119,7 @@ Status CheckSize(const Graph& g, const Tensor& t, const std::string& where, int6
 
 /// Checks an inferred tensor against its declared shape and dtype.
 Status CheckDeclared(const Graph& g, const Tensor& t, DType declared_dtype, const Symbols& syms,
-                     const std::string& where) {
+                     int place) {
   if (t.is_sequence) return Status();
   bool ok = true;
   if (t.has_declared) {
@@ -123,14 +134,15 @@ Status CheckDeclared(const Graph& g, const Tensor& t, DType declared_dtype, cons
     }
   }
   if (!ok) {
-    return Status::Error(g.source + ": tensor '" + t.name + "'" + where + ": value_info says " +
-                         DeclaredString(t.declared) + " but inference gives " +
-                         DimsString(t.shape));
+    return Status::Error(g.source + ": tensor '" + t.name + "'" + PlaceOf(g, place) +
+                         ": value_info says " + DeclaredString(t.declared) +
+                         " but inference gives " + DimsString(t.shape));
   }
   if (declared_dtype != DType::kUndefined && t.dtype != DType::kUndefined &&
       declared_dtype != t.dtype) {
-    return Status::Error(g.source + ": tensor '" + t.name + "'" + where + ": value_info says " +
-                         DTypeName(declared_dtype) + " but inference gives " + DTypeName(t.dtype));
+    return Status::Error(g.source + ": tensor '" + t.name + "'" + PlaceOf(g, place) +
+                         ": value_info says " + DTypeName(declared_dtype) +
+                         " but inference gives " + DTypeName(t.dtype));
   }
   return Status();
 }
@@ -413,7 +425,7 @@ Status InferShapes(Graph* g, const ShapeBindings& b, std::vector<std::string>* w
         }
       }
     }
-    Status size_ok = CheckSize(*g, t, "", &total_bytes);
+    Status size_ok = CheckSize(*g, t, kNoPlace, &total_bytes);
     if (!size_ok.ok()) return size_ok;
   }
 
@@ -465,10 +477,9 @@ Status InferShapes(Graph* g, const ShapeBindings& b, std::vector<std::string>* w
       const int id = node.outputs[o];
       if (id < 0) continue;
       Tensor& t = g->tensors[id];
-      const std::string where = " (output of node '" + node.Label(ni) + "')";
       for (int64_t d : t.shape) {
         if (d < 0) {
-          return Status::Error(g->source + ": tensor '" + t.name + "'" + where +
+          return Status::Error(g->source + ": tensor '" + t.name + "'" + PlaceOf(*g, ni) +
                                ": negative dim in " + DimsString(t.shape));
         }
       }
@@ -476,9 +487,9 @@ Status InferShapes(Graph* g, const ShapeBindings& b, std::vector<std::string>* w
         t.shape_known = true;
         t.shape = {0};  // The list itself owns no memory; see seq_shapes.
       }
-      Status s = CheckDeclared(*g, t, declared_dtype[id], syms, where);
+      Status s = CheckDeclared(*g, t, declared_dtype[id], syms, ni);
       if (!s.ok()) return s;
-      Status size_ok = CheckSize(*g, t, where, &total_bytes);
+      Status size_ok = CheckSize(*g, t, ni, &total_bytes);
       if (!size_ok.ok()) return size_ok;
       if (t.has_values) {
         int64_t n = 0;
@@ -498,7 +509,7 @@ Status InferShapes(Graph* g, const ShapeBindings& b, std::vector<std::string>* w
                            "' is not produced by any node or input");
     }
     if (t.kind != TensorKind::kActivation) {
-      Status s = CheckDeclared(*g, t, DType::kUndefined, syms, " (graph output)");
+      Status s = CheckDeclared(*g, t, DType::kUndefined, syms, kGraphOutput);
       if (!s.ok()) return s;
     }
   }
