@@ -7,10 +7,12 @@
 #   read     python3 -c 'import onnx; onnx.load(F, load_external_data=False)'
 #   inspect  memplan inspect F --batch 8 --max-nodes N
 #   plan     memplan plan F --batch 8 --max-nodes N   (train, fp32, AdamW)
-# and, on a real LLM export (models/qwen_bigvocab_train.onnx, batch 8; each
-# run repeats the command 10 times, the figures are per command):
+# and, on three exports of models/ (qwen_bigvocab_train, llama_1b_train,
+# gpt2_train; each run repeats the command 10, 3 and 3 times, the figures are
+# per command):
 #   plan     memplan plan M --batch 8
-#   advise   memplan advise M --device h100-sxm  (every precision and placement)
+#   advise   memplan advise M --device h100-sxm  (every precision and placement;
+#            the full search, then --search predicted)
 # Ratios are of CPU time, so that other work on a shared machine does not
 # enter them; wall times are printed too.
 #
@@ -61,13 +63,26 @@ if [ "$part" != advise ]; then
   echo "(CPU seconds, user + sys, medians of $runs runs.)"
 fi
 [ "$part" = chains ] && exit 0
-m="$here/../models/qwen_bigvocab_train.onnx"
-# One plan takes about 10 ms, the resolution of /usr/bin/time: each of these
-# runs repeats its command $reps times, and the figures are per command.
-reps=10
+# One plan takes 10 to 60 ms, near the resolution of /usr/bin/time: each of
+# these runs repeats its command $reps times, and the figures are per command.
 loop='n=$1; shift; for ((k = 0; k < n; k++)); do "$@" >/dev/null || exit 1; done'
-p=$(measure plan bash -c "$loop" _ "$reps" "$memplan" plan "$m" --batch 8)
-a=$(measure advise bash -c "$loop" _ "$reps" "$memplan" advise "$m" --device h100-sxm)
 echo
-echo "$p $a" | awk -v r="$reps" '{printf "qwen_bigvocab_train: plan %.4f s, advise %.4f s: advise / plan %.1f\n", $2 / r, $6 / r, $6 / $2}'
-echo "wall: plan $(echo "$p" | awk -v r="$reps" '{printf "%.4f", $3 / r}') s, advise $(echo "$a" | awk -v r="$reps" '{printf "%.4f", $3 / r}') s"
+echo "| model | one plan | advise, full search | advise, --search predicted |"
+echo "| --- | ---: | ---: | ---: |"
+for spec in qwen_bigvocab_train:10 llama_1b_train:3 gpt2_train:3; do
+  name=${spec%%:*}
+  reps=${spec##*:}
+  m="$here/../models/$name.onnx"
+  p=$(measure plan bash -c "$loop" _ "$reps" "$memplan" plan "$m" --batch 8)
+  a=$(measure advise bash -c "$loop" _ "$reps" "$memplan" advise "$m" --device h100-sxm)
+  q=$(measure predicted bash -c "$loop" _ "$reps" "$memplan" advise "$m" --device h100-sxm \
+    --search predicted)
+  echo "$p $a $q" | awk -v r="$reps" -v n="$name" '{
+    printf "| %s (%d repeats per run) | %.3f s | %.3f s (%.1fx) | %.3f s (%.1fx) |\n",
+      n, r, $2 / r, $6 / r, $6 / $2, $10 / r, $10 / $2}'
+  echo "$p $a $q" | awk -v r="$reps" -v n="$name" '{
+    printf "wall: %s plan %.3f s, advise %.3f s (%.1fx), predicted %.3f s (%.1fx)\n",
+      n, $3 / r, $7 / r, $7 / $3, $11 / r, $11 / $3}' >>"$tmp/wall"
+done
+echo "(CPU seconds, user + sys, medians of $runs runs; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end.)"
+cat "$tmp/wall"

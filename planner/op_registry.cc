@@ -56,8 +56,43 @@ OpDef& OpTable::Add(const std::string& op_type, const OpDef& def) { return Add("
 OpDef& OpTable::Add(const std::string& domain, const std::string& op_type, const OpDef& def) {
   OpDef& slot = entries_[Key(domain, op_type)];
   slot = def;
-  if (domain.empty() || domain == "ai.onnx") default_domain_[op_type] = &slot;
+  if (domain.empty() || domain == "ai.onnx") IndexDefault(op_type, &slot);
   return slot;
+}
+
+namespace {
+
+uint64_t Fnv1a(const std::string& s) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+void OpTable::IndexDefault(const std::string& op_type, const OpDef* def) {
+  if (2 * (default_count_ + 1) > default_domain_.size()) {
+    std::vector<Slot> old = std::move(default_domain_);
+    default_domain_.assign(std::max<size_t>(64, 2 * old.size()), Slot());
+    default_count_ = 0;
+    for (Slot& o : old) {
+      if (!o.op_type.empty()) IndexDefault(o.op_type, o.def);
+    }
+  }
+  const size_t mask = default_domain_.size() - 1;
+  for (size_t i = Fnv1a(op_type) & mask;; i = (i + 1) & mask) {
+    Slot& slot = default_domain_[i];
+    if (slot.op_type.empty()) {
+      slot.op_type = op_type;
+      slot.def = def;
+      ++default_count_;
+      return;
+    }
+    if (slot.op_type == op_type) {
+      slot.def = def;
+      return;
+    }
+  }
 }
 
 OpDef* OpTable::Mutable(const std::string& op_type) {
@@ -67,8 +102,13 @@ OpDef* OpTable::Mutable(const std::string& op_type) {
 
 const OpDef* OpTable::Find(const std::string& domain, const std::string& op_type) const {
   if (domain.empty() || domain == "ai.onnx") {
-    auto it = default_domain_.find(op_type);
-    return it == default_domain_.end() ? nullptr : it->second;
+    if (op_type.empty() || default_domain_.empty()) return nullptr;
+    const size_t mask = default_domain_.size() - 1;
+    for (size_t i = Fnv1a(op_type) & mask;; i = (i + 1) & mask) {
+      const Slot& slot = default_domain_[i];
+      if (slot.op_type.empty()) return nullptr;
+      if (slot.op_type == op_type) return slot.def;
+    }
   }
   // Key(domain, op_type) in a buffer kept per thread: a lookup allocates
   // nothing.

@@ -270,8 +270,16 @@ class OpTable {
  private:
   std::unordered_map<std::string, OpDef> entries_;  // key "domain::op"
   /// The default domain's entries by op type (a lookup builds no key; the
-  /// planner looks ops up several times per node and plan).
-  std::unordered_map<std::string, const OpDef*> default_domain_;
+  /// planner looks ops up several times per node and plan): open addressing
+  /// over a power of two, probed linearly from the op type's FNV-1a hash,
+  /// at most half full (an empty name is a free slot).
+  struct Slot {
+    std::string op_type;
+    const OpDef* def = nullptr;
+  };
+  std::vector<Slot> default_domain_;
+  size_t default_count_ = 0;
+  void IndexDefault(const std::string& op_type, const OpDef* def);
 };
 
 void RegisterShapeOps(OpTable* t);        ///< ops/shape_ops.cc

@@ -5,9 +5,10 @@
 
 #include <gtest/gtest.h>
 
-#include "planner/ops/op_names.h"
-
+#include <cctype>
 #include <string>
+
+#include "planner/ops/op_names.h"
 
 namespace memplan {
 namespace {
@@ -126,6 +127,38 @@ TEST(OpRegistry, EveryEntryIsCompleteAndConsistent) {
 }
 
 // The view and cast families the pattern matchers walk through, from OpDef.
+// The default domain's index finds every registered op by its type, in
+// either spelling of the domain, as the entry itself; other names (one
+// letter more or less, another case, empty) find their entry when there is
+// one and nothing otherwise.
+TEST(OpRegistry, FindReturnsEveryEntryAndNothingElse) {
+  const auto& ops = AllOps();
+  auto entry = [&](const std::string& type) -> const OpDef* {
+    auto it = ops.find("::" + type);
+    return it == ops.end() ? nullptr : &it->second;
+  };
+  int found = 0;
+  for (const auto& [key, def] : ops) {
+    const size_t sep = key.find("::");
+    ASSERT_NE(sep, std::string::npos);
+    const std::string domain = key.substr(0, sep);
+    const std::string type = key.substr(sep + 2);
+    SCOPED_TRACE(key);
+    EXPECT_EQ(FindOp(domain, type), &def);
+    if (!domain.empty()) continue;
+    EXPECT_EQ(FindOp("ai.onnx", type), &def);
+    std::string lower = type;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (const std::string& other : {type + "x", type.substr(0, type.size() - 1), lower}) {
+      EXPECT_EQ(FindOp("", other), entry(other)) << other;
+    }
+    ++found;
+  }
+  EXPECT_GT(found, 100);
+  EXPECT_EQ(FindOp("", ""), nullptr);
+  EXPECT_EQ(FindOp("", "NoSuchOp"), nullptr);
+}
+
 TEST(OpRegistry, ViewAndCastFamilies) {
   for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) {
     EXPECT_TRUE(IsReshapeView(*FindOp("", op))) << op;
@@ -147,14 +180,20 @@ TEST(OpRegistry, ViewAndCastFamilies) {
 
 // Every name in op_names.h is a registered op (a typo would match nothing).
 TEST(OpRegistry, OpNamesAreRegistered) {
-  for (const char* op :
-       {op_names::kAdd, op_names::kCast, op_names::kCastLike, op_names::kDiv, op_names::kDropout,
-        op_names::kErf, op_names::kExpand, op_names::kGRU, op_names::kGelu,
-        op_names::kGroupNormalization, op_names::kIdentity, op_names::kInstanceNormalization,
-        op_names::kIsNaN, op_names::kLSTM, op_names::kMatMul, op_names::kMul, op_names::kPow,
-        op_names::kReciprocal, op_names::kReduceMean, op_names::kReshape, op_names::kSigmoid,
-        op_names::kSoftmax, op_names::kSqrt, op_names::kSwish, op_names::kTile,
-        op_names::kTranspose, op_names::kUnsqueeze}) {
+  for (const char* op : {op_names::kAdd,        op_names::kCast,
+                         op_names::kCastLike,   op_names::kDiv,
+                         op_names::kDropout,    op_names::kErf,
+                         op_names::kExpand,     op_names::kGRU,
+                         op_names::kGelu,       op_names::kGroupNormalization,
+                         op_names::kIdentity,   op_names::kInstanceNormalization,
+                         op_names::kIsNaN,      op_names::kLSTM,
+                         op_names::kMatMul,     op_names::kMul,
+                         op_names::kPow,        op_names::kReciprocal,
+                         op_names::kReduceMean, op_names::kReshape,
+                         op_names::kSigmoid,    op_names::kSoftmax,
+                         op_names::kSqrt,       op_names::kSwish,
+                         op_names::kTile,       op_names::kTranspose,
+                         op_names::kUnsqueeze}) {
     EXPECT_NE(FindOp("", op), nullptr) << op;
   }
 }
