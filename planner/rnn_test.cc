@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -187,8 +188,10 @@ TEST(RnnSchedule, OneOpForTheModule) {
     EXPECT_NE(op.op_type, "Dropout") << op.label;
     if (op.op_type != "LSTM") continue;
     ++rnn_ops;
-    // x copy 4 * 16 * 32 * 4 B, hy and cy 2 * 4 * 64 * 4 B each.
-    EXPECT_EQ(op.fwd_temp_bytes, 8192 + 2 * 2048);
+    // x copy 4 * 16 * 32 * 4 B before the outputs; hy and cy
+    // 2 * 4 * 64 * 4 B each after them.
+    EXPECT_EQ(op.fwd_temp_bytes, 8192);
+    EXPECT_EQ(op.fwd_late_temp_bytes, (std::vector<int64_t>{2048, 2048}));
     EXPECT_TRUE(op.saved_in_kernel);
     EXPECT_EQ(op.process_state_bytes, RnnDropoutStateBytes());
     EXPECT_TRUE(op.flat_weight_grads);
@@ -490,6 +493,57 @@ TEST(RnnSchedule, Bf16WeightsAreCopiedAtEveryCall) {
 // fp32: model.cuda() moves each weight, then flatten_parameters copies them
 // into one buffer and frees what they were moved into (cached, so reserved
 // keeps both).
+// The backward call allocates in the order of aten/src/ATen/native/cudnn/
+// RNN.cpp (an H200 trace, lstm_tagger_train_64_fp32, shows the same):
+// _cudnn_rnn_backward's zeros for dhy and dcy; _cudnn_rnn_backward_input's
+// x.contiguous() and dy.contiguous() (batch-first: copies), dx (x needs
+// none here: a graph input), dhx, dcx and the workspace, after which dy's
+// copy and then x's die; _cudnn_rnn_backward_weight's x copy, dw (all
+// weights, flat) and workspace; the zeros die, then dx, dhx, dcx. The
+// forward: x's copy, y, hy and cy, the workspace, the reserve.
+TEST(RnnPlan, BackwardAllocatesInCudnnOrder) {
+  const int64_t N = 4, T = 16, I = 32, H = 64;
+  GraphBuilder b = LstmModule(1, T, I, H, false);
+  Infer(&b, N);
+  PlanOptions o;
+  o.mode = Mode::kTrain;
+  o.optimizer = Optimizer::kSgd;
+  o.loss = Loss::kNone;
+  o.keep_events = true;
+  auto plan = MakePlan(b.g, N, o);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  const Plan& p = plan.value();
+  const int64_t X = N * T * I * 4, Y = N * T * H * 4, hy = N * H * 4;
+  const int64_t W = 4 * H * (I + H + 2) * 4;
+  RnnCall c;
+  c.mode = "LSTM";
+  c.seq = T;
+  c.batch = N;
+  c.input = I;
+  c.hidden = H;
+  const int64_t ws = RnnBackwardWorkspace(c).bytes;
+  const int64_t fwd_ws = RnnForwardWorkspace(c, true).bytes;
+  std::vector<int64_t> fwd, bwd;  // +bytes for an allocation, -bytes for a free
+  std::map<int64_t, int64_t> bytes_of;
+  for (size_t e = 0; e < p.events.size(); ++e) {
+    const MemEvent& ev = p.events[e];
+    if (ev.empty_cache) continue;
+    if (ev.is_alloc) bytes_of[ev.id] = ev.bytes;
+    if (p.event_nodes[e].find("LSTM") == std::string::npos) continue;
+    const int64_t signed_bytes = ev.is_alloc ? ev.bytes : -bytes_of[ev.id];
+    (p.event_phases[e] == Phase::kBackward ? bwd : fwd).push_back(signed_bytes);
+  }
+  const int64_t reserve = RnnReserveBytes(c);
+  // The first step's (the plan runs several).
+  const std::vector<int64_t> want_fwd = {X, Y, hy, hy, fwd_ws, reserve, -fwd_ws, -X, -hy, -hy};
+  ASSERT_GE(fwd.size(), want_fwd.size());
+  EXPECT_EQ(std::vector<int64_t>(fwd.begin(), fwd.begin() + want_fwd.size()), want_fwd);
+  const std::vector<int64_t> want = {hy, hy, X,  Y,   X,  hy,  hy,  ws, -ws, -Y, -X,
+                                     X,  W,  ws, -ws, -X, -hy, -hy, -X, -hy, -hy};
+  ASSERT_GE(bwd.size(), want.size());
+  EXPECT_EQ(std::vector<int64_t>(bwd.begin(), bwd.begin() + want.size()), want);
+}
+
 TEST(RnnPlan, Fp32WeightsAreFlattenedWhenLoaded) {
   GraphBuilder b = LstmModule(1, 16, 32, 64, false);
   Infer(&b, 4);

@@ -1215,16 +1215,17 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
 // aten/src/ATen/native/cudnn/RNN.cpp runs it (_cudnn_rnn and
 // _cudnn_rnn_backward; what autograd keeps: tools/autograd/derivatives.yaml,
 // _cudnn_rnn: input, weights, hx, cx, output, the weight buffer, reserve).
-// Forward: a contiguous seq-major copy of the input when it is batch-first,
-// the output y ([T, B, dirs*H] in memory), hy (and cy), the workspace, the
-// reserve space (training), then the workspace and the copy are freed; the
-// first training call with dropout also creates the cached dropout states.
+// Forward (_cudnn_rnn's order): a contiguous seq-major copy of the input
+// when it is batch-first, the output y ([T, B, dirs*H] in memory), hy (and
+// cy), the workspace, the reserve space (training), then the workspace and
+// the copy are freed; the first training call with dropout also creates the
+// cached dropout states.
 // Under autocast the call runs in the low-precision dtype (autocast_mode.cpp
 // lists lstm/gru/rnn_tanh/rnn_relu; cuDNN's AutocastRNN.cpp casts all
-// weights into one new flat buffer, kept for backward). Backward data: zeros
-// for dhy/dcy, copies of x and of dy when batch-first, dx, dhx/dcx and a
-// workspace; backward weights: another copy of x, one flat dw for all
-// weights and a workspace.
+// weights into one new flat buffer, kept for backward). Backward, in
+// _cudnn_rnn_backward's order: zeros for dhy/dcy; data: copies of x and of
+// dy when batch-first, dx, dhx/dcx and a workspace; weights: another copy
+// of x, one flat dw for all weights and a workspace.
 void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
   const Node& first = g_.nodes[r.layers.front()];
   const bool amp = IsAmp(o_.precision);
@@ -1357,7 +1358,15 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
   const int64_t hy_all = c.mode == op_names::kLSTM ? SatMulNonNeg(2, hy) : hy;
   const int64_t hy_unread = std::max<int64_t>(0, hy_all - state_bytes);
   const int64_t x_copy = x_contiguous ? 0 : BytesOf(xshape, c.dtype);
-  op.fwd_temp_bytes = SatAdd(x_copy, hy_unread);
+  // _cudnn_rnn: x = input.contiguous() first, then y, hy, cy, the
+  // workspace and the reserve; the copy dies at the call's end.
+  op.fwd_temp_bytes = x_copy;
+  const int states = c.mode == op_names::kLSTM ? 2 : 1;
+  if (hy_unread == hy_all) {
+    op.fwd_late_temp_bytes.assign(states, hy);
+  } else if (hy_unread > 0) {
+    op.fwd_late_temp_bytes = {hy_unread};
+  }
   const RnnWorkspace fwd_ws = RnnForwardWorkspace(c, train);
   op.fwd_workspace = fwd_ws.bytes;
   op.rnn_workspace_fitted = !fwd_ws.derived;
@@ -1373,17 +1382,22 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
     const RnnWorkspace bwd_ws = RnnBackwardWorkspace(c);
     const int64_t ws = bwd_ws.bytes;
     op.rnn_workspace_fitted = op.rnn_workspace_fitted || !bwd_ws.derived;
-    // dx is computed whether x needs it or not (it mutates the reserve).
-    const int64_t dx_unused = s_.vals[x].requires_grad ? 0 : BytesOf(xshape, c.dtype);
-    const int64_t held = SatAdd(SatMulNonNeg(2, hy_all), dx_unused);
     // cuDNN sizes the training workspace of both backward calls alike
     // (cudnnGetRNNTempSpaceSizes for the backward algorithm): the forward's
     // bytes when both run the standard algorithm, as the probe's backward
-    // allocations show; the temporaries live beside both.
+    // allocations show.
     op.bwd_workspace = ws;
     if (weights_grad) op.bwd_weight_workspace = ws;
-    op.bwd_temp_bytes = held;
-    op.bwd_copy_bytes = SatAdd(x_copy, dy_copy);
+    // _cudnn_rnn_backward's order: zeros_like(hx) (and cx) for dhy (dcy);
+    // _cudnn_rnn_backward_input: x.contiguous(), dy.contiguous(), dx, dhx,
+    // dcx, the workspace, then dy and x die; _cudnn_rnn_backward_weight:
+    // x.contiguous() again, dw, its workspace; the zeros die at the end,
+    // then whatever dx/dhx/dcx autograd does not need.
+    op.bwd_zero_bytes.assign(states, hy);
+    op.bwd_copy_bytes = {x_copy, dy_copy};
+    // dx is computed whether x needs it or not (it mutates the reserve).
+    if (!s_.vals[x].requires_grad) op.bwd_temp_bytes.push_back(BytesOf(xshape, c.dtype));
+    for (int i = 0; i < states; ++i) op.bwd_temp_bytes.push_back(hy);
     if (weights_grad) op.bwd_weight_copy_bytes = x_copy;
   }
   op.grad_in.assign(in.size(), false);

@@ -66,15 +66,23 @@ struct ExecOp {
   /// A second backward pass's (convolution weight gradient), after the first.
   int64_t bwd_weight_workspace = 0;
   /// Temporaries the call allocates before its outputs and frees at its end
-  /// (cuDNN RNN: the contiguous copy of a batch-first input, unread hy/cy).
+  /// (cuDNN RNN: the contiguous copy of a batch-first input).
   int64_t fwd_temp_bytes = 0;
-  /// Temporaries the backward call allocates before its first workspace and
-  /// frees after its last (cuDNN RNN: the zero dhy/dcy, dhx/dcx, an unused dx).
-  int64_t bwd_temp_bytes = 0;
-  /// Copies made for the first backward pass only, freed after its workspace
-  /// (cuDNN RNN: contiguous copies of a batch-first x and dy)...
-  int64_t bwd_copy_bytes = 0;
-  /// ... and for the weight pass, made before its gradients (x again).
+  /// Temporaries allocated after the outputs, before the workspace, each on
+  /// its own, freed at the call's end (cuDNN RNN: the hy/cy nobody reads).
+  std::vector<int64_t> fwd_late_temp_bytes;
+  /// The backward call's allocations in cuDNN RNN's order
+  /// (aten/src/ATen/native/cudnn/RNN.cpp _cudnn_rnn_backward): first the
+  /// zeros standing for absent output gradients (dhy, dcy), kept to the end;
+  std::vector<int64_t> bwd_zero_bytes;
+  /// then copies for the data pass (contiguous x, then dy), freed in reverse
+  /// order after its workspace;
+  std::vector<int64_t> bwd_copy_bytes;
+  /// then the inputs' gradients, then outputs the call makes that nobody
+  /// needs (an unused dx, dhx, dcx), freed at the end after the zeros;
+  std::vector<int64_t> bwd_temp_bytes;
+  /// and, for the weight pass, a copy made before its gradients (x again),
+  /// freed after its workspace.
   int64_t bwd_weight_copy_bytes = 0;
   /// Allocated at the first run of any op that sets it and kept for the
   /// process: cuDNN's RNN dropout states (one cache per device).

@@ -142,6 +142,10 @@ void Simulator::RunKernel(size_t i, bool grad_mode, bool input_dies_here, int ke
     storage_of_val_[r] = st;
     Ref(st);
   }
+  std::vector<int> late;
+  for (int64_t b : op.fwd_late_temp_bytes) {
+    if (b > 0) late.push_back(AllocNew(b, Category::kTransients));
+  }
   // Kernels take their workspace after the outputs exist.
   int ws = -1;
   if (op.fwd_workspace > 0) {
@@ -151,6 +155,7 @@ void Simulator::RunKernel(size_t i, bool grad_mode, bool input_dies_here, int ke
   if (keep_at >= 0 && op.saved_in_kernel) KeepSaved(op, keep_at);
   if (ws >= 0) Free(ws);
   if (temp >= 0) Free(temp);
+  for (int st : late) Free(st);
   if (keep_at >= 0 && !op.saved_in_kernel) KeepSaved(op, keep_at);
 }
 
@@ -398,6 +403,18 @@ void Simulator::Backward() {
     const int op_rule = OpRule(k);
     const int grad_rule = Mech(Mechanism::kParameterGradients);
     Use(op_rule);
+    // cuDNN RNN: zeros for absent output gradients, then the data pass's
+    // contiguous copies, all before the inputs' gradients.
+    Use(TempRule(k));
+    std::vector<int> zeros;
+    for (int64_t b : op.bwd_zero_bytes) {
+      if (b > 0) zeros.push_back(AllocNew(b, Category::kTransients));
+    }
+    std::vector<int> copies;
+    for (int64_t b : op.bwd_copy_bytes) {
+      if (b > 0) copies.push_back(AllocNew(b, Category::kTransients));
+    }
+    Use(op_rule);
     std::vector<std::pair<int, int>> produced;  // (input val, grad storage)
     const int out_grad =
         op.out.empty() || op.out[0] < 0 || !grad_of_.count(op.out[0]) ? -1 : grad_of_[op.out[0]];
@@ -454,16 +471,16 @@ void Simulator::Backward() {
         break;
     }
     Use(TempRule(k));
-    const int bwd_temp =
-        op.bwd_temp_bytes > 0 ? AllocNew(op.bwd_temp_bytes, Category::kTransients) : -1;
-    const int bwd_copy =
-        op.bwd_copy_bytes > 0 ? AllocNew(op.bwd_copy_bytes, Category::kTransients) : -1;
+    std::vector<int> temps;
+    for (int64_t b : op.bwd_temp_bytes) {
+      if (b > 0) temps.push_back(AllocNew(b, Category::kTransients));
+    }
     if (op.bwd_workspace > 0) {
       Use(WorkspaceRule(k));
       Free(AllocNew(op.bwd_workspace, Category::kWorkspaces));
       Use(TempRule(k));
     }
-    if (bwd_copy >= 0) Free(bwd_copy);
+    for (auto it = copies.rbegin(); it != copies.rend(); ++it) Free(*it);
     const int weight_copy = op.bwd_weight_copy_bytes > 0
                                 ? AllocNew(op.bwd_weight_copy_bytes, Category::kTransients)
                                 : -1;
@@ -476,7 +493,8 @@ void Simulator::Backward() {
       Use(TempRule(k));
     }
     if (weight_copy >= 0) Free(weight_copy);
-    if (bwd_temp >= 0) Free(bwd_temp);
+    for (auto it = zeros.rbegin(); it != zeros.rend(); ++it) Free(*it);
+    for (int st : temps) Free(st);
     for (int v : op.out) {
       if (v < 0) continue;
       auto it = grad_of_.find(v);
