@@ -62,7 +62,7 @@ Peak PeakOf(const Simulator& sim, const SimResult& r, size_t e0, size_t e1, cons
       ++rt;
     }
     const MemEvent& ev = sim.events[e];
-    const int st = sim.event_storage[e];
+    const int st = sim.EventStorage(e);
     if (st < 0) continue;  // empty_cache
     if (ev.is_alloc) {
       live[st] = r.placements[e].block;

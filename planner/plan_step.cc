@@ -37,7 +37,7 @@ int64_t LiveBytesPeak(const Simulator& sim, size_t e0, size_t e1) {
   int64_t now = 0, most = 0;
   for (size_t e = 0; e < e1 && e < sim.events.size(); ++e) {
     const MemEvent& ev = sim.events[e];
-    const int st = sim.event_storage[e];
+    const int st = sim.EventStorage(e);
     if (ev.empty_cache || st < 0) continue;
     if (ev.is_alloc) {
       if (ev.bytes < 0 || ev.bytes > kMaxTensorBytes) return -1;
@@ -193,7 +193,7 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
     plan.events = sim.events;
     for (size_t e = 0; e < sim.events.size(); ++e) {
       const int st = sim.event_step[e];
-      const int stor = sim.event_storage[e];
+      const int stor = sim.EventStorage(e);
       plan.event_nodes.push_back(sim.StepLabel(st));
       plan.event_phases.push_back(sim.steps_phase[st]);
       plan.event_categories.push_back(stor >= 0 ? sim.storages[stor].first_cat

@@ -886,6 +886,67 @@ void ExpectSamePeak(const Peak& a, const Peak& b, const std::string& what) {
   }
 }
 
+// Simulator::EventStorage reads an event's storage off its id (no vector per
+// event): each storage's one allocation asks for its bytes, a free follows
+// it, and the model load's torch.cuda.empty_cache() names none. Whether the
+// simulation stops after the second iteration or makes the third, the events
+// they share are the same (the vectors are reserved differently).
+TEST(Plan, EventStorageIsTheEventsIdAndRunsAgreeWhateverTheReservation) {
+  GraphBuilder b = DeepMlp();
+  ShapeBindings bind;
+  bind.batch = 4;
+  ASSERT_TRUE(InferShapes(&b.g, bind, nullptr).ok());
+  PlanOptions o;
+  o.mode = Mode::kTrain;
+  o.optimizer = Optimizer::kSgd;
+  o.precision = Precision::kBf16;  // loaded in fp32, cast, then the cache emptied
+  auto sched = BuildSchedule(b.g, o);
+  ASSERT_TRUE(sched.ok()) << sched.message();
+  Simulator stopped(sched.value(), o);
+  stopped.stop_when_steady = true;
+  stopped.Run();
+  Simulator full(sched.value(), o);
+  full.Run();
+  ASSERT_TRUE(stopped.steady_repeats);
+  ASSERT_EQ(full.iteration_events.size(), 3u);
+  ASSERT_EQ(stopped.events.size(), full.iteration_events[1].second);
+  int empty_caches = 0;
+  std::vector<int> allocs(full.storages.size(), 0);
+  for (size_t e = 0; e < full.events.size(); ++e) {
+    const MemEvent& ev = full.events[e];
+    const int st = full.EventStorage(e);
+    if (ev.empty_cache) {
+      EXPECT_EQ(st, -1) << e;
+      ++empty_caches;
+      continue;
+    }
+    ASSERT_GE(st, 0) << e;
+    ASSERT_LT(st, static_cast<int>(full.storages.size())) << e;
+    if (ev.is_alloc) {
+      EXPECT_EQ(ev.bytes, full.storages[st].bytes) << e;
+      ++allocs[st];
+    } else {
+      EXPECT_EQ(allocs[st], 1) << "free before the allocation at event " << e;
+    }
+    if (e < stopped.events.size()) {
+      EXPECT_EQ(stopped.EventStorage(e), st) << e;
+      EXPECT_EQ(stopped.events[e].bytes, ev.bytes) << e;
+      EXPECT_EQ(stopped.events[e].is_alloc, ev.is_alloc) << e;
+      EXPECT_EQ(stopped.event_step[e], full.event_step[e]) << e;
+      EXPECT_EQ(stopped.event_op[e], full.event_op[e]) << e;
+    }
+  }
+  EXPECT_EQ(empty_caches, 1);  // training: the cache is emptied after the cast
+  for (size_t st = 0; st < allocs.size(); ++st) EXPECT_LE(allocs[st], 1) << st;
+  // The third iteration made after a stop is the full run's third.
+  stopped.RunRepeatedIteration();
+  ASSERT_EQ(stopped.events.size(), full.events.size());
+  for (size_t e = 0; e < full.events.size(); ++e) {
+    EXPECT_EQ(stopped.EventStorage(e), full.EventStorage(e)) << e;
+    EXPECT_EQ(stopped.event_step[e], full.event_step[e]) << e;
+  }
+}
+
 // A plan whose third iteration repeats the second is the plan of all three:
 // keep_events simulates them all (the events are handed on), so the two
 // must agree figure for figure, timeline and per-module peaks included; and

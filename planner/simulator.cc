@@ -97,7 +97,6 @@ void Simulator::LoadModel() {
       e.empty_cache = true;
       e.is_alloc = false;
       events.push_back(e);
-      event_storage.push_back(-1);
       event_step.push_back(CurStep());
       event_op.push_back(-1);
     }
@@ -638,18 +637,33 @@ void Simulator::Iteration(bool first) {
 void Simulator::Run() {
   LoadModel();
   const size_t events0 = events.size(), storages0 = storages.size(), steps0 = steps_phase.size();
+  {
+    // Room for the iterations before the first is made, from the schedule's
+    // size (a hint: the vectors grow past it where needed). Grown by
+    // doubling instead, a large graph's vectors leave freed copies of half
+    // their size behind, which later arrays do not fit into (the 1 M-node
+    // chain, bench/speed.sh: ~5.3 events, 2.7 storages and 2 steps an op
+    // per steady iteration, the first one more).
+    const size_t iterations = o_.mode == Mode::kInference || stop_when_steady ? 2 : 3;
+    const size_t ops = s_.ops.size(), params = s_.params.size();
+    events.reserve(events.size() + iterations * (6 * ops + 4 * params) + 1024);
+    event_step.reserve(events.capacity());
+    event_op.reserve(events.capacity());
+    storages.reserve(storages.size() + iterations * (3 * ops + 2 * params) + 1024);
+    steps_phase.reserve(steps_phase.size() + iterations * (2 * ops + 16) + 1024);
+    steps_label_.reserve(steps_phase.capacity());
+  }
   Iteration(true);
   // The other iterations record about as much as the first: reserved up
   // front, a large graph's vectors do not grow to twice what they hold.
-  const size_t more = o_.mode == Mode::kInference ? 1 : 2;
-  const size_t slack = 1024;
-  events.reserve(events.size() + more * (events.size() - events0) + slack);
-  event_storage.reserve(events.capacity());
-  event_step.reserve(events.capacity());
-  event_op.reserve(events.capacity());
-  storages.reserve(storages.size() + more * (storages.size() - storages0) + slack);
-  steps_phase.reserve(steps_phase.size() + more * (steps_phase.size() - steps0) + slack);
-  steps_label_.reserve(steps_phase.capacity());
+  // Where the third training iteration is likely not made (stop_when_steady),
+  // room for one: a reservation never written still costs resident memory
+  // when it lands on heap pages an earlier plan variant wrote.
+  const size_t more = o_.mode == Mode::kInference || stop_when_steady ? 1 : 2;
+  iteration_sizes_[0] = events.size() - events0;
+  iteration_sizes_[1] = storages.size() - storages0;
+  iteration_sizes_[2] = steps_phase.size() - steps0;
+  ReserveIterations(more);
   if (o_.mode == Mode::kInference) {
     Iteration(false);
     return;
@@ -666,12 +680,24 @@ void Simulator::Run() {
     steady_repeats = true;
     return;
   }
+  ReserveIterations(1);
   Iteration(false);
+}
+
+void Simulator::ReserveIterations(size_t n) {
+  const size_t slack = 1024;
+  events.reserve(events.size() + n * iteration_sizes_[0] + slack);
+  event_step.reserve(events.capacity());
+  event_op.reserve(events.capacity());
+  storages.reserve(storages.size() + n * iteration_sizes_[1] + slack);
+  steps_phase.reserve(steps_phase.size() + n * iteration_sizes_[2] + slack);
+  steps_label_.reserve(steps_phase.capacity());
 }
 
 void Simulator::RunRepeatedIteration() {
   if (!steady_repeats) return;
   steady_repeats = false;
+  ReserveIterations(1);
   Iteration(false);
 }
 

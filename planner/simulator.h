@@ -119,10 +119,15 @@ class Simulator {
 
   // Events and their annotations.
   std::vector<MemEvent> events;
-  std::vector<int> event_storage;  // storage index per event
-  std::vector<int> event_step;     // timeline step per event
-  std::vector<int> event_op;       // schedule op whose kernel (or backward) made it; -1: none
+  std::vector<int> event_step;  // timeline step per event
+  std::vector<int> event_op;    // schedule op whose kernel (or backward) made it; -1: none
   std::vector<Phase> steps_phase;
+  /// The storage event `e` allocates or frees (-1: an empty_cache): read off
+  /// its id (EventId), not kept per event (a large graph makes tens of
+  /// millions).
+  int EventStorage(size_t e) const {
+    return events[e].empty_cache ? -1 : static_cast<int>(events[e].id - 1);
+  }
   /// The label of timeline step `step` (an op's label, or "loss", ...).
   const std::string& StepLabel(int step) const {
     const int id = steps_label_[step];
@@ -230,7 +235,6 @@ class Simulator {
     Storage& s = storages[st];
     s.live = true;
     events.push_back(MemEvent{EventId(st), s.bytes, true});
-    event_storage.push_back(st);
     event_step.push_back(CurStep());
     event_op.push_back(cur_op_);
   }
@@ -239,7 +243,6 @@ class Simulator {
     if (!s.live) return;
     s.live = false;
     events.push_back(MemEvent{EventId(st), 0, false});
-    event_storage.push_back(st);
     event_step.push_back(CurStep());
     event_op.push_back(cur_op_);
   }
@@ -376,7 +379,11 @@ class Simulator {
   std::vector<int64_t> IterationState() const;
   // IterationState() == state, without building it.
   bool IterationStateEquals(const std::vector<int64_t>& state) const;
-  int64_t repeat_flops_[3] = {0, 0, 0};  // forward, backward, recompute of the last iteration
+  // Room in the per-event, per-storage and per-step vectors for `n` more
+  // iterations the size of the first (iteration_sizes_).
+  void ReserveIterations(size_t n);
+  size_t iteration_sizes_[3] = {0, 0, 0};  // events, storages, steps of the first iteration
+  int64_t repeat_flops_[3] = {0, 0, 0};    // forward, backward, recompute of the last iteration
 };
 
 }  // namespace memplan

@@ -30,7 +30,7 @@ std::vector<TimelinePoint> TimelineOf(const Simulator& sim, const SimResult& res
       ++rt;
     }
     const MemEvent& ev = sim.events[e];
-    const int st = sim.event_storage[e];
+    const int st = sim.EventStorage(e);
     if (st >= 0) {  // not empty_cache
       const int c = static_cast<int>(cat[st]);
       if (ev.is_alloc) {
