@@ -544,6 +544,40 @@ TEST(RnnPlan, BackwardAllocatesInCudnnOrder) {
   EXPECT_EQ(std::vector<int64_t>(bwd.begin(), bwd.begin() + want.size()), want);
 }
 
+// bf16 weights are never flattened (nn.RNNBase.flatten_parameters returns
+// early for them), so _cudnn_rnn copies them into a new flat buffer after
+// allocating y, hy and cy, before its workspace (RNN.cpp; the H200 traces of
+// lstm_tagger_train_19_bf16 and _64_bf16 place it there).
+TEST(RnnPlan, Bf16FlatWeightCopyAfterTheOutputs) {
+  const int64_t N = 4, T = 16, I = 32, H = 64;
+  GraphBuilder b = LstmModule(1, T, I, H, false);
+  Infer(&b, N);
+  PlanOptions o;
+  o.mode = Mode::kTrain;
+  o.precision = Precision::kBf16;
+  o.optimizer = Optimizer::kSgd;
+  o.loss = Loss::kNone;
+  o.keep_events = true;
+  auto plan = MakePlan(b.g, N, o);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  const Plan& p = plan.value();
+  const int64_t X = N * T * I * 2, Y = N * T * H * 2, hy = N * H * 2;
+  const int64_t W = 4 * H * (I + H + 2) * 2;
+  std::vector<int64_t> fwd;
+  for (size_t e = 0; e < p.events.size(); ++e) {
+    const MemEvent& ev = p.events[e];
+    if (ev.empty_cache || !ev.is_alloc || p.event_phases[e] != Phase::kForward) continue;
+    if (p.event_nodes[e].find("LSTM") == std::string::npos &&
+        p.event_nodes[e].find("weights") == std::string::npos) {
+      continue;
+    }
+    fwd.push_back(ev.bytes);
+  }
+  ASSERT_GE(fwd.size(), 5u);
+  EXPECT_EQ(std::vector<int64_t>(fwd.begin(), fwd.begin() + 5),
+            (std::vector<int64_t>{X, Y, hy, hy, W}));
+}
+
 TEST(RnnPlan, Fp32WeightsAreFlattenedWhenLoaded) {
   GraphBuilder b = LstmModule(1, 16, 32, 64, false);
   Infer(&b, 4);

@@ -1304,6 +1304,9 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
       // The copy's backward hands each weight its view of the flat gradient
       // (same dtype: nothing is cast back).
       if (bf16_copy) cast.grad_kind = GradKind::kAlias;
+      // _cudnn_rnn copies unflattened weights after allocating y, hy and
+      // cy; AutocastRNN.cpp casts them before the call.
+      cast.outputs_made_by_next = bf16_copy;
       cast.op_type = op_names::kCast;
       cast.in = weights;
       cast.out = {flat};

@@ -102,6 +102,10 @@ struct ExecOp {
   bool saved_in_kernel = false;
   /// The weight pass's gradients are views of one allocation (cuDNN's dw).
   bool flat_weight_grads = false;
+  /// The outputs are allocated by the next op, after its own outputs and
+  /// fwd_late_temp_bytes, before its workspace (the flat copy of bf16 RNN
+  /// weights, which _cudnn_rnn makes after y, hy and cy).
+  bool outputs_made_by_next = false;
   /// A cuDNN RNN call some of whose workspaces the least-squares fit sized
   /// (planner/rnn.h RnnWorkspace::derived false): their own rule.
   bool rnn_workspace_fitted = false;

@@ -123,6 +123,10 @@ void Simulator::RunKernel(size_t i, bool grad_mode, bool input_dies_here, int ke
   if (o_.inplace != InPlace::kOn) inplace = -1;
   for (int v : op.out) {
     if (v < 0 || s_.vals[v].phantom) continue;
+    if (op.outputs_made_by_next) {
+      deferred_outputs_.push_back(v);
+      continue;
+    }
     const int r = root_[v];
     if (op.view && r != v) {
       // A view: keeps its base's storage alive while it lives.
@@ -144,6 +148,17 @@ void Simulator::RunKernel(size_t i, bool grad_mode, bool input_dies_here, int ke
   std::vector<int> late;
   for (int64_t b : op.fwd_late_temp_bytes) {
     if (b > 0) late.push_back(AllocNew(b, Category::kTransients));
+  }
+  if (!op.outputs_made_by_next) {
+    for (int v : deferred_outputs_) {
+      const int r = root_[v];
+      const Category cat =
+          (grad_mode && saved_root_[r]) ? Category::kSavedActivations : Category::kTransients;
+      const int st = AllocNew(s_.vals[v].bytes, cat);
+      storage_of_val_[r] = st;
+      Ref(st);
+    }
+    deferred_outputs_.clear();
   }
   // Kernels take their workspace after the outputs exist.
   int ws = -1;

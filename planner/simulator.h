@@ -349,6 +349,8 @@ class Simulator {
   std::vector<int> release_vals_;
   bool fwd_workspace_ = false;
   bool bwd_workspace_ = false;
+  // Outputs of an outputs_made_by_next op, waiting for the next op.
+  std::vector<int> deferred_outputs_;
   bool process_state_ = false;
   // Per iteration.
   std::vector<std::vector<int>> saved_storages_;  // per op: storages referenced
