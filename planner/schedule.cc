@@ -145,6 +145,18 @@ int64_t BytesOf(const std::vector<int64_t>& shape, DType dt) {
 // convolutions at batches 4, 16 and 64, cudnn_ws_models_h200.jsonl).
 constexpr int64_t kConvWeightGradExtraBytes = 4LL << 20;
 
+/// MatMul as it runs inside scaled_dot_product_attention's math path, where
+/// autocast is off: one definition for the whole run, since ExecOp::def
+/// must outlive the schedule.
+const OpDef* PassthroughMatMul() {
+  static const OpDef def = [] {
+    OpDef d = *FindOp("", op_names::kMatMul);
+    d.autocast = Autocast::kPassthrough;
+    return d;
+  }();
+  return &def;
+}
+
 void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies fp32, ExecOp* op,
                     bool* fp32_conv) {
   if (op->in.size() < 2 || op->in[0] < 0 || op->in[1] < 0 || op->out.empty() || op->out[0] < 0) {
@@ -1114,9 +1126,7 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
   sshape.push_back(sk);
   // Inside the SDPA op autocast is off (autocast_mode.cpp casts its inputs
   // and calls it with the Autocast key excluded).
-  OpDef inner_matmul = *FindOp("", op_names::kMatMul);
-  if (math) inner_matmul.autocast = Autocast::kPassthrough;
-  const OpDef* matmul = &inner_matmul;
+  const OpDef* matmul = math ? PassthroughMatMul() : FindOp("", op_names::kMatMul);
   auto make = [&](const std::string& suffix, DType t) {
     return Synthetic(label + "/" + suffix, sshape, t, {}, -1);
   };
