@@ -101,20 +101,19 @@ int main(int argc, char** argv) {
   std::string models = std::string(MEMPLAN_SOURCE_DIR) + "/models";
   std::string families = std::string(MEMPLAN_SOURCE_DIR) + "/bench/results/families_h200.jsonl";
   std::string extra = std::string(MEMPLAN_SOURCE_DIR) + "/bench/results/advise_fit/top_h200.jsonl";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--dir") dir = argv[i + 1];
-    if (a == "--models") models = argv[i + 1];
-    if (a == "--families") families = argv[i + 1];
-    if (a == "--extra") extra = argv[i + 1];
-    if (a != "--dir" && a != "--models" && a != "--families" && a != "--extra") {
-      std::fprintf(stderr, "advise_bench: error: unknown flag %s\n", a.c_str());
+  const std::map<std::string, std::string*> flags = {
+      {"--dir", &dir}, {"--models", &models}, {"--families", &families}, {"--extra", &extra}};
+  for (int i = 1; i < argc; i += 2) {
+    const auto flag = flags.find(argv[i]);
+    if (flag == flags.end()) {
+      std::fprintf(stderr, "advise_bench: error: unknown flag %s\n", argv[i]);
       return 2;
     }
-  }
-  if (argc % 2 == 0) {
-    std::fprintf(stderr, "advise_bench: error: %s needs a value\n", argv[argc - 1]);
-    return 2;
+    if (i + 1 == argc) {
+      std::fprintf(stderr, "advise_bench: error: %s needs a value\n", argv[i]);
+      return 2;
+    }
+    *flag->second = argv[i + 1];
   }
   auto curves = ReadCurves(dir + "/measurements.jsonl");
   std::vector<CurveCase> cases;
