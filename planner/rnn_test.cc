@@ -490,6 +490,20 @@ TEST(RnnSchedule, Bf16WeightsAreCopiedAtEveryCall) {
   EXPECT_EQ(sc.vals[copy->out[0]].bytes, 2 * sc.parameter_count);
 }
 
+// A training plan (SGD, no loss) of a one-layer LSTM over [N, 16, 32] with
+// hidden 64 that keeps its events.
+Result<Plan> SmallLstmTrainPlan(Precision precision) {
+  GraphBuilder b = LstmModule(1, 16, 32, 64, false);
+  Infer(&b, 4);
+  PlanOptions o;
+  o.mode = Mode::kTrain;
+  o.precision = precision;
+  o.optimizer = Optimizer::kSgd;
+  o.loss = Loss::kNone;
+  o.keep_events = true;
+  return MakePlan(b.g, 4, o);
+}
+
 // fp32: model.cuda() moves each weight, then flatten_parameters copies them
 // into one buffer and frees what they were moved into (cached, so reserved
 // keeps both).
@@ -503,14 +517,7 @@ TEST(RnnSchedule, Bf16WeightsAreCopiedAtEveryCall) {
 // forward: x's copy, y, hy and cy, the workspace, the reserve.
 TEST(RnnPlan, BackwardAllocatesInCudnnOrder) {
   const int64_t N = 4, T = 16, I = 32, H = 64;
-  GraphBuilder b = LstmModule(1, T, I, H, false);
-  Infer(&b, N);
-  PlanOptions o;
-  o.mode = Mode::kTrain;
-  o.optimizer = Optimizer::kSgd;
-  o.loss = Loss::kNone;
-  o.keep_events = true;
-  auto plan = MakePlan(b.g, N, o);
+  auto plan = SmallLstmTrainPlan(Precision::kFp32);
   ASSERT_TRUE(plan.ok()) << plan.message();
   const Plan& p = plan.value();
   const int64_t X = N * T * I * 4, Y = N * T * H * 4, hy = N * H * 4;
@@ -550,15 +557,7 @@ TEST(RnnPlan, BackwardAllocatesInCudnnOrder) {
 // lstm_tagger_train_19_bf16 and _64_bf16 place it there).
 TEST(RnnPlan, Bf16FlatWeightCopyAfterTheOutputs) {
   const int64_t N = 4, T = 16, I = 32, H = 64;
-  GraphBuilder b = LstmModule(1, T, I, H, false);
-  Infer(&b, N);
-  PlanOptions o;
-  o.mode = Mode::kTrain;
-  o.precision = Precision::kBf16;
-  o.optimizer = Optimizer::kSgd;
-  o.loss = Loss::kNone;
-  o.keep_events = true;
-  auto plan = MakePlan(b.g, N, o);
+  auto plan = SmallLstmTrainPlan(Precision::kBf16);
   ASSERT_TRUE(plan.ok()) << plan.message();
   const Plan& p = plan.value();
   const int64_t X = N * T * I * 2, Y = N * T * H * 2, hy = N * H * 2;
