@@ -5,10 +5,13 @@ LSTM tagger, a GRU language model), a
 latent-diffusion U-Net, semantic segmentation, a T5-style encoder-decoder, GQA
 decoders (LLaMA-style, and a Qwen2-style one with a 152 k vocabulary and tied
 embeddings) and a wav2vec2-style audio classifier. Exported as the README says and
-measured in fresh processes with the calibration protocol.
+measured in fresh processes with the calibration protocol. A third list, new
+families nobody built a rule on (check only): a Conformer speech encoder, a 3-D
+video CNN (torchvision r3d_18), a CLIP-style dual encoder and an MLP-Mixer.
 
   python3 bench/families.py list          (the models the memory model was built on)
   python3 bench/families.py list-check    (the same families at other sizes: check only)
+  python3 bench/families.py list-new      (four new families, `_n`: check only)
   python3 bench/families.py export NAME OUTDIR
       train-mode export (dynamo, optimize=False; the TorchScript exporter when
       dynamo fails), batch dim symbolic, weights dropped (shape-only ONNX).
@@ -29,6 +32,7 @@ labels; mse = mean squared error against a random target of the output's shape.
 """
 import functools
 import json
+import math
 import os
 import sys
 import time
@@ -322,6 +326,222 @@ MODELS.update({
 CHECK_MODELS = [n for n in MODELS if n.endswith("_b") or n == "lraspp_mnv3"]
 
 
+# ---------------------------------------------------------------- new families (check only)
+
+
+class FeedForward(nn.Module):
+    """Conformer feed-forward module: LayerNorm, Linear, SiLU, Dropout, Linear, Dropout."""
+
+    def __init__(self, d, ffn, p=0.1):
+        super().__init__()
+        self.net = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, ffn), nn.SiLU(), nn.Dropout(p),
+                                 nn.Linear(ffn, d), nn.Dropout(p))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class ConvModule(nn.Module):
+    """Conformer convolution module over [B, T, d]: LayerNorm, pointwise Conv1d to 2d,
+    GLU, depthwise Conv1d, BatchNorm1d, SiLU, pointwise Conv1d, Dropout."""
+
+    def __init__(self, d, kernel=31, p=0.1):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.pw1 = nn.Conv1d(d, 2 * d, 1)
+        self.glu = nn.GLU(dim=1)
+        self.dw = nn.Conv1d(d, d, kernel, padding=kernel // 2, groups=d)
+        self.bn = nn.BatchNorm1d(d)
+        self.act = nn.SiLU()
+        self.pw2 = nn.Conv1d(d, d, 1)
+        self.drop = nn.Dropout(p)
+
+    def forward(self, x):
+        h = self.glu(self.pw1(self.norm(x).transpose(1, 2)))
+        h = self.act(self.bn(self.dw(h)))
+        return self.drop(self.pw2(h)).transpose(1, 2)
+
+
+class ConformerBlock(nn.Module):
+    """Macaron block: half-step FFN, MHSA (nn.MultiheadAttention), conv module,
+    half-step FFN, LayerNorm."""
+
+    def __init__(self, d, heads, ffn, kernel, p=0.1):
+        super().__init__()
+        self.ff1 = FeedForward(d, ffn, p)
+        self.attn_norm = nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(d, heads, dropout=p, batch_first=True)
+        self.attn_drop = nn.Dropout(p)
+        self.conv = ConvModule(d, kernel, p)
+        self.ff2 = FeedForward(d, ffn, p)
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, x):
+        x = x + 0.5 * self.ff1(x)
+        h = self.attn_norm(x)
+        x = x + self.attn_drop(self.attn(h, h, h, need_weights=False)[0])
+        x = x + self.conv(x)
+        x = x + 0.5 * self.ff2(x)
+        return self.norm(x)
+
+
+class Conformer(nn.Module):
+    """Conformer-style speech encoder over [B, T, feat] filterbanks: two stride-2
+    3x3 Conv2d + ReLU (4x subsampling), a Linear to d, Conformer blocks, a
+    per-frame token head (CTC-like targets, trained with per-frame cross entropy)."""
+
+    def __init__(self, feat=80, d=256, layers=8, heads=4, ffn=1024, kernel=31, vocab=256):
+        super().__init__()
+        self.sub = nn.Sequential(nn.Conv2d(1, d, 3, stride=2), nn.ReLU(),
+                                 nn.Conv2d(d, d, 3, stride=2), nn.ReLU())
+        self.sub_out = nn.Linear(d * (((feat - 1) // 2 - 1) // 2), d)
+        self.drop = nn.Dropout(0.1)
+        self.blocks = nn.ModuleList([ConformerBlock(d, heads, ffn, kernel) for _ in range(layers)])
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, feats):
+        h = self.sub(feats.unsqueeze(1))  # [B, d, T/4, feat/4]
+        x = self.drop(self.sub_out(h.transpose(1, 2).flatten(2)))
+        for blk in self.blocks:
+            x = blk(x)
+        return self.head(x)
+
+
+def video(arch="r3d_18", classes=400):
+    import torchvision
+    return getattr(torchvision.models.video, arch)(weights=None, num_classes=classes)
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block, attention through F.scaled_dot_product_attention
+    (causal in the text tower), GELU MLP."""
+
+    def __init__(self, d, heads, causal=False, mlp=4):
+        super().__init__()
+        self.heads, self.causal = heads, causal
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, mlp * d), nn.GELU(), nn.Linear(mlp * d, d))
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.ln1(x)).unflatten(-1, (3, self.heads, -1)).permute(
+            2, 0, 3, 1, 4).unbind(0)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        x = x + self.proj(o.transpose(1, 2).flatten(2))
+        return x + self.mlp(self.ln2(x))
+
+
+class ImageTower(nn.Module):
+    """Small ViT: patch Conv2d, class token, learned positions, blocks, the class
+    token's features projected to the joint embedding."""
+
+    def __init__(self, image=224, patch=16, d=384, layers=6, heads=6, embed=256):
+        super().__init__()
+        self.patch = nn.Conv2d(3, d, patch, stride=patch)
+        self.cls = nn.Parameter(torch.randn(1, 1, d) * 0.02)
+        self.pos = nn.Parameter(torch.randn(1, (image // patch) ** 2 + 1, d) * 0.02)
+        self.ln_pre = nn.LayerNorm(d)
+        self.blocks = nn.Sequential(*[Block(d, heads) for _ in range(layers)])
+        self.ln_post = nn.LayerNorm(d)
+        self.proj = nn.Linear(d, embed, bias=False)
+
+    def forward(self, x):
+        x = self.patch(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        x = self.ln_post(self.blocks(self.ln_pre(x)))
+        return self.proj(x[:, 0])
+
+
+class TextTower(nn.Module):
+    """Small causal text transformer; the features at the end-of-text token (the
+    largest id, as CLIP's tokenizer makes it) projected to the joint embedding."""
+
+    def __init__(self, vocab=49408, ctx=77, d=256, layers=4, heads=4, embed=256):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(torch.randn(ctx, d) * 0.01)
+        self.blocks = nn.Sequential(*[Block(d, heads, causal=True) for _ in range(layers)])
+        self.ln = nn.LayerNorm(d)
+        self.proj = nn.Linear(d, embed, bias=False)
+
+    def forward(self, ids):
+        x = self.ln(self.blocks(self.tok(ids) + self.pos))
+        eot = x[torch.arange(x.shape[0], device=x.device), ids.argmax(dim=-1)]
+        return self.proj(eot)
+
+
+class Clip(nn.Module):
+    """CLIP-style dual encoder: L2-normalised image and text embeddings, a learned
+    logit scale; returns the [B, B] image-text logits, whose cross entropy against
+    the diagonal is the contrastive loss (the "cls" loss here, random labels)."""
+
+    def __init__(self, embed=256):
+        super().__init__()
+        self.visual = ImageTower(embed=embed)
+        self.text = TextTower(embed=embed)
+        self.logit_scale = nn.Parameter(torch.tensor(math.log(1 / 0.07)))
+
+    def forward(self, image, input_ids):
+        img = F.normalize(self.visual(image), dim=-1)
+        txt = F.normalize(self.text(input_ids), dim=-1)
+        return self.logit_scale.exp() * img @ txt.t()
+
+
+class MixerBlock(nn.Module):
+    """Token-mixing MLP over the transposed patches, then a channel MLP."""
+
+    def __init__(self, tokens, d, token_mlp, channel_mlp):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d)
+        self.token_mlp = nn.Sequential(nn.Linear(tokens, token_mlp), nn.GELU(),
+                                       nn.Linear(token_mlp, tokens))
+        self.ln2 = nn.LayerNorm(d)
+        self.channel_mlp = nn.Sequential(nn.Linear(d, channel_mlp), nn.GELU(),
+                                         nn.Linear(channel_mlp, d))
+
+    def forward(self, x):
+        x = x + self.token_mlp(self.ln1(x).transpose(1, 2)).transpose(1, 2)
+        return x + self.channel_mlp(self.ln2(x))
+
+
+class Mixer(nn.Module):
+    """MLP-Mixer (S/16-like): patch Conv2d, Mixer blocks, LayerNorm, mean over
+    patches, classifier."""
+
+    def __init__(self, image=224, patch=16, d=512, depth=8, token_mlp=256, channel_mlp=2048,
+                 classes=1000):
+        super().__init__()
+        self.stem = nn.Conv2d(3, d, patch, stride=patch)
+        n = (image // patch) ** 2
+        self.blocks = nn.Sequential(*[MixerBlock(n, d, token_mlp, channel_mlp)
+                                      for _ in range(depth)])
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        x = self.stem(x).flatten(2).transpose(1, 2)
+        return self.head(self.ln(self.blocks(x)).mean(dim=1))
+
+
+def image(size=224):
+    return lambda b, d: (torch.randn(b, 3, size, size, device=d),)
+
+
+MODELS.update({
+    "conformer_n": (Conformer, lambda b, d: (torch.randn(b, 512, 80, device=d),), ["feats"], [0],
+                    "tokens", [16, 96], [32]),
+    "r3d_n": (video, lambda b, d: (torch.randn(b, 3, 16, 112, 112, device=d),), ["video"], [0],
+              "cls", [4, 24], [16]),
+    "clip_n": (Clip, lambda b, d: (torch.randn(b, 3, 224, 224, device=d),
+                                   torch.randint(0, 49408, (b, 77), device=d)),
+               ["image", "input_ids"], [0, 0], "cls", [32, 192], [64]),
+    "mixer_n": (Mixer, image(224), ["image"], [0], "cls", [32, 160], [64]),
+})
+NEW_MODELS = [n for n in MODELS if n.endswith("_n")]
+
+
 def loss_of(out, kind):
     if kind == "cls":
         return F.cross_entropy(out, torch.randint(0, out.shape[1], out.shape[:1], device=out.device))
@@ -471,9 +691,10 @@ def measure(name, mode, batch, prec, trace=None):
 
 if __name__ == "__main__":
     verb = sys.argv[1]
-    if verb in ("list", "list-check"):
+    if verb in ("list", "list-check", "list-new"):
         for n, spec in MODELS.items():
-            if (n in CHECK_MODELS) != (verb == "list-check"):
+            group = "list-check" if n in CHECK_MODELS else "list-new" if n in NEW_MODELS else "list"
+            if group != verb:
                 continue
             print(n, " ".join(map(str, spec[5])), "|", " ".join(map(str, spec[6])))
     elif verb == "export":
