@@ -160,6 +160,11 @@ struct OpDef {
   bool matmul_operands = false;
   bool uses_cublas = false;
   InPlaceUse inplace = InPlaceUse::kNever;
+  /// Run in place, autograd keeps a copy of the input: the derivative reads
+  /// `self` and the in-place variant has no formula of its own
+  /// (tools/autograd/derivatives.yaml: hardswish_, hardsigmoid_, silu_,
+  /// hardtanh_), so the original is saved before the kernel overwrites it.
+  bool inplace_copies_input = false;
   /// The CUDA kernel writes int64 indices shaped like the output even
   /// without autograd (max pooling), freed right after.
   bool makes_indices = false;

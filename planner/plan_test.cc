@@ -826,6 +826,51 @@ TEST(Plan, ActivationsArePlannedInPlaceAndNot) {
   EXPECT_EQ(PlanOf(ReluChain(true), 4096, o).peak.allocated_bytes, reuse_off.peak.allocated_bytes);
 }
 
+// x [N, 128] -> MatMul -> h [N, 256] -> `act` -> r -> MatMul -> y.
+GraphBuilder ActivationChain(const char* act) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(128)});
+  b.Init("W1", {128, 256});
+  b.Init("W2", {256, 16});
+  b.Op("MatMul", {"x", "W1"}, {"h"}, "mm1");
+  b.Op(act, {"h"}, {"r"}, "act");
+  b.Op("MatMul", {"r", "W2"}, {"y"}, "mm2");
+  b.Output("y");
+  return b;
+}
+
+// Blocks of `bytes` allocated before the first backward event.
+int ForwardAllocs(const Plan& p, int64_t bytes) {
+  int n = 0;
+  for (size_t e = 0; e < p.events.size() && p.event_phases[e] != Phase::kBackward; ++e) {
+    n += p.events[e].is_alloc && p.events[e].bytes == bytes;
+  }
+  return n;
+}
+
+// Run in place, relu_ differentiates through its result; hardswish_ (and
+// hardsigmoid_, hardtanh_) through its input, which autograd copies before
+// the kernel overwrites it (lraspp_mnv3's trace: the batch norm's block
+// becomes the output and is freed at the next convolution's backward, the
+// new block at the activation's). Without autograd nothing is copied.
+TEST(Plan, InPlaceActivationReadingItsInputKeepsACopy) {
+  PlanOptions o = Train(Optimizer::kSgd);
+  o.keep_events = true;
+  const int64_t h = 4 * kMiB;  // [4096, 256] fp32
+  for (const char* act : {"Relu", "HardSwish", "Clip", "LeakyRelu"}) {
+    o.inplace = InPlace::kOff;
+    EXPECT_EQ(ForwardAllocs(PlanOf(ActivationChain(act), 4096, o), h), 2) << act;
+    o.inplace = InPlace::kOn;
+    const bool copies = std::string(act) == "HardSwish" || std::string(act) == "Clip";
+    EXPECT_EQ(ForwardAllocs(PlanOf(ActivationChain(act), 4096, o), h), copies ? 2 : 1) << act;
+  }
+  // Inference: two passes, h alone in each.
+  PlanOptions inf = Inference();
+  inf.keep_events = true;
+  inf.inplace = InPlace::kOn;
+  EXPECT_EQ(ForwardAllocs(PlanOf(ActivationChain("HardSwish"), 4096, inf), h), 2);
+}
+
 // PlanSchedule says whether the in-place setting matters (MakePlan skips the
 // in-place variant when it does not): the Relu overwrites h only when nothing
 // reads h later, in inference and in training alike.

@@ -148,6 +148,17 @@ void Simulator::RunKernel(size_t i, bool grad_mode, bool input_dies_here, int ke
   int inplace = InPlaceStorage(op, input_dies_here);
   if (inplace >= 0) in_place_matters = true;
   if (o_.inplace != InPlace::kOn) inplace = -1;
+  // An in-place activation whose gradient reads its input: autograd saves a
+  // copy of it before the kernel writes.
+  inplace_copy_ = -1;
+  if (inplace >= 0 && keep_at >= 0 && op.def && op.def->inplace_copies_input) {
+    for (const SavedRef& sr : op.saved) {
+      if (sr.val == op.in[0]) {
+        inplace_copy_ = AllocNew(storages[inplace].bytes, Category::kSavedActivations);
+        break;
+      }
+    }
+  }
   for (int v : op.out) {
     if (v < 0 || s_.vals[v].phantom) continue;
     if (op.outputs_made_by_next) {
@@ -204,7 +215,9 @@ void Simulator::KeepSaved(const ExecOp& op, size_t i) {
   Use(OpRule(i));
   for (const SavedRef& sr : op.saved) {
     int st;
-    if (sr.val >= 0) {
+    if (sr.val >= 0 && inplace_copy_ >= 0 && sr.val == op.in[0]) {
+      st = inplace_copy_;
+    } else if (sr.val >= 0) {
       st = ValStorage(sr.val);
       if (st < 0) continue;
     } else {

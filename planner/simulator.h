@@ -329,7 +329,8 @@ class Simulator {
   std::vector<std::string> other_labels_;  // the few labels that are no op's
   std::unordered_map<std::string, int> other_label_ids_;
   static int64_t EventId(int st) { return int64_t{st} + 1; }
-  int cur_op_ = -1;  // the op running now (events are attributed to it)
+  int cur_op_ = -1;        // the op running now (events are attributed to it)
+  int inplace_copy_ = -1;  // the input copy an in-place op saves (RunKernel)
   std::unordered_map<std::string, int> rule_ids_;
   std::vector<int> op_rule_;  // per op
   // Whose rule an op's workspace belongs to: the op's, cuDNN convolution's

@@ -502,8 +502,15 @@ void RegisterElementwiseOps(OpTable* t) {
     t->Mutable(op)->mask_maker = MaskMaker::kComparison;
   }
   // Activations model code often runs in place (torchvision: ReLU(inplace=True)).
-  for (const char* op : {"Relu", "Clip", "LeakyRelu", "HardSwish", "HardSigmoid", "Swish"}) {
+  // SiLU (Swish) is left out: transformers' nn.SiLU() and F.silu run it out
+  // of place (unet_ldm's trace: a new block per call).
+  for (const char* op : {"Relu", "Clip", "LeakyRelu", "HardSwish", "HardSigmoid"}) {
     t->Mutable(op)->inplace = InPlaceUse::kActivation;
+  }
+  // relu_ and leaky_relu_ differentiate through their result; the others
+  // read the input the kernel overwrites (ReLU6 is hardtanh_).
+  for (const char* op : {"Clip", "HardSwish", "HardSigmoid"}) {
+    t->Mutable(op)->inplace_copies_input = true;
   }
 }
 
