@@ -502,8 +502,8 @@ void RegisterElementwiseOps(OpTable* t) {
     t->Mutable(op)->mask_maker = MaskMaker::kComparison;
   }
   // Activations model code often runs in place (torchvision: ReLU(inplace=True)).
-  // SiLU (Swish) is left out: transformers' nn.SiLU() and F.silu run it out
-  // of place (unet_ldm's trace: a new block per call).
+  // SiLU (Swish) is left out: transformers' nn.SiLU() and F.silu (the
+  // family U-Net, bench/families.py) run it out of place.
   for (const char* op : {"Relu", "Clip", "LeakyRelu", "HardSwish", "HardSigmoid"}) {
     t->Mutable(op)->inplace = InPlaceUse::kActivation;
   }
