@@ -206,6 +206,20 @@ Status WindowOutput(const ShapeContext& ctx, const Window& w, const std::vector<
 // ---------------------------------------------------------------------------
 // Conv and ConvTranspose.
 
+/// True when Conv input i is a scalar broadcast by Expand: how torch.onnx's
+/// dynamo exporter writes the bias of a convolution called with bias=None
+/// (onnxscript's aten_conv2d expands a zero to [M]; its aten_conv3d to
+/// [M, 2], which ONNX's Conv does not accept as a bias). PyTorch runs such a
+/// convolution without a bias, so its shape is not checked.
+bool IsBroadcastScalar(const ShapeContext& ctx, int i) {
+  const int producer = ctx.Input(i).producer;
+  if (producer < 0) return false;
+  const Node& p = ctx.graph().nodes[producer];
+  if (p.op_type != "Expand" || p.inputs.empty() || p.inputs[0] < 0) return false;
+  const Tensor& value = ctx.graph().tensors[p.inputs[0]];
+  return value.shape_known && value.shape.empty();
+}
+
 Status ConvShape(ShapeContext& ctx) {
   NN_TRY(CheckInputs(ctx, 2, 3));
   const auto& x = ctx.Input(0).shape;
@@ -230,7 +244,8 @@ Status ConvShape(ShapeContext& ctx) {
     return ctx.Error("kernel_shape " + ShapeString(ctx.node().GetInts("kernel_shape")) +
                      " does not match weight " + ShapeString(wt));
   }
-  if (ctx.HasInput(2) && ctx.Input(2).shape != std::vector<int64_t>{wt[0]}) {
+  if (ctx.HasInput(2) && ctx.Input(2).shape != std::vector<int64_t>{wt[0]} &&
+      !IsBroadcastScalar(ctx, 2)) {
     return ctx.Error("bias has shape " + ShapeString(ctx.Input(2).shape) + ", expected [" +
                      Str(wt[0]) + "]");
   }

@@ -264,6 +264,29 @@ TEST(NnConv, UnknownShapeAndBadAttributesFail) {
   EXPECT_FALSE(t.Infer(n4).ok());
 }
 
+TEST(NnConv, ExporterZeroBiasOfConv3dWithoutBiasIsAccepted) {
+  // torch.onnx (onnxscript aten_conv3d) writes conv3d(bias=None)'s bias as a
+  // zero scalar expanded to [M, 2]; a [M, 2] bias from anything else is an error.
+  NnGraph t;
+  t.In("x", {2, 3, 16, 112, 112});
+  t.In("w", {64, 3, 3, 7, 7});
+  t.In("zero", {});
+  t.Values("bias_shape", {64, 2});
+  int e = t.Add("Expand", {"zero", "bias_shape"}, {"b"});
+  ASSERT_TRUE(t.Infer(e).ok()) << t.Infer(e).message();
+  ASSERT_EQ(t.T("b").shape, (Shape{64, 2}));
+  int n = t.Add("Conv", {"x", "w", "b"}, {"y"},
+                {{"strides", AInts({1, 2, 2})}, {"pads", AInts({1, 3, 3, 1, 3, 3})}}, "conv3d");
+  ASSERT_TRUE(t.Infer(n).ok()) << t.Infer(n).message();
+  EXPECT_EQ(t.T("y").shape, (Shape{2, 64, 16, 56, 56}));
+
+  t.In("b2", {64, 2});
+  int bad = t.Add("Conv", {"x", "w", "b2"}, {"y2"},
+                  {{"strides", AInts({1, 2, 2})}, {"pads", AInts({1, 3, 3, 1, 3, 3})}}, "c2");
+  EXPECT_EQ(t.Infer(bad).message(),
+            "m.onnx: node 'c2' (Conv): bias has shape [64, 2], expected [64]");
+}
+
 TEST(NnConv, SavesInputAndWeightWhenAnythingNeedsGrad) {
   NnGraph t;
   t.In("x", {1, 3, 8, 8});
