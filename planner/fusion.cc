@@ -127,6 +127,40 @@ bool TrySilu(const Graph& g, int sig, FusedRegion* r) {
   return true;
 }
 
+// Split(x) -> (a, b), a * sigmoid(b): how both exporters write F.glu (nn.GLU)
+// (torchlib's aten_glu, the TorchScript symbolic). PyTorch runs one glu that
+// keeps x; the pieces would keep x (through the view a) and sigmoid(b).
+bool TryGlu(const Graph& g, int sig, FusedRegion* r) {
+  const Node& s = g.nodes[sig];
+  if (s.inputs.size() != 1 || s.inputs[0] < 0 || s.outputs.empty() || s.outputs[0] < 0) {
+    return false;
+  }
+  const int b = s.inputs[0];
+  const int sp = g.tensors[b].producer;
+  if (sp < 0) return false;
+  const Node& split = g.nodes[sp];
+  if (split.op_type != op_names::kSplit || !split.domain.empty() || split.inputs.empty() ||
+      split.inputs[0] < 0 || split.outputs.size() != 2 || split.outputs[1] != b ||
+      split.outputs[0] < 0) {
+    return false;
+  }
+  const int x = split.inputs[0];
+  const int a = split.outputs[0];
+  if (g.tensors[a].shape != g.tensors[b].shape || OnlyConsumer(g, b) != sig) return false;
+  const int m = OnlyConsumer(g, s.outputs[0]);
+  if (m < 0 || g.nodes[m].op_type != op_names::kMul || !g.nodes[m].domain.empty() ||
+      OtherInput(g.nodes[m], s.outputs[0]) != a || OnlyConsumer(g, a) != m ||
+      g.nodes[m].outputs.empty() || g.nodes[m].outputs[0] < 0) {
+    return false;
+  }
+  r->op_type = op_names::kGlu;
+  r->nodes = {sp, sig, m};
+  r->last_node = m;
+  r->input = x;
+  r->output = g.nodes[m].outputs[0];
+  return true;
+}
+
 // The initializer that tensor t is a view or cast of (Unsqueeze, CastLike,
 // ...), collecting the nodes on the way; -1 when t is not one.
 int ParameterBehind(const Graph& g, int t, std::vector<int>* chain) {
@@ -282,6 +316,7 @@ std::vector<FusedRegion> FindFusedRegions(const Graph& g) {
     FusedRegion r;
     if (g.nodes[i].op_type == op_names::kErf && TryGelu(g, i, &r)) out.push_back(std::move(r));
     if (g.nodes[i].op_type == op_names::kSigmoid && TrySilu(g, i, &r)) out.push_back(std::move(r));
+    if (g.nodes[i].op_type == op_names::kSigmoid && TryGlu(g, i, &r)) out.push_back(std::move(r));
     if (g.nodes[i].op_type == op_names::kInstanceNormalization && TryGroupNorm(g, i, &r)) {
       out.push_back(std::move(r));
     }

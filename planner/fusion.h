@@ -14,7 +14,7 @@ namespace memplan {
 /// x * 0.5 * (1 + erf(x / sqrt(2)))); planning the pieces would keep every
 /// intermediate for backward, which PyTorch does not.
 struct FusedRegion {
-  std::string op_type;     ///< The op PyTorch runs ("Gelu", "Swish", "GroupNormalization").
+  std::string op_type;     ///< The op PyTorch runs ("Gelu", "Swish", "Glu", "GroupNormalization").
   std::vector<int> nodes;  ///< Nodes replaced.
   int last_node = -1;      ///< Where the fused op is scheduled.
   int input = -1;          ///< Tensor id of the op's (data) input.
@@ -26,7 +26,8 @@ struct FusedRegion {
   int64_t groups = 0;
 };
 
-/// Finds erf-form GELU, x * sigmoid(x) (SiLU) and group norm written as
+/// Finds erf-form GELU, x * sigmoid(x) (SiLU), a * sigmoid(b) of the two
+/// halves of one Split (GLU) and group norm written as
 /// Reshape [N, G, -1] -> InstanceNormalization (unit scale, zero bias) ->
 /// Reshape back -> Mul weight -> Add bias (both exporters' decomposition of
 /// F.group_norm), whose inner tensors are used only inside the pattern.

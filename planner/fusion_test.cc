@@ -223,6 +223,55 @@ TEST(Fusion, SigmoidTimesItsInputIsOneSiluThatKeepsItsInput) {
   EXPECT_EQ(sigmoid, 1);  // the gate's
 }
 
+// x [2, 8] -> Split(axis 1) -> a * sigmoid(b) -> y, as both exporters write
+// F.glu; with `a_used_elsewhere`, a also feeds the output.
+GraphBuilder GluGraph(bool a_used_elsewhere) {
+  GraphBuilder b;
+  b.Input("x0", {D(2), D(8)});
+  b.Init("W", {8, 8});
+  b.Op("MatMul", {"x0", "W"}, {"x"}, "mm");
+  b.Op("Split", {"x"}, {"a", "b"}, "split").attrs["axis"] = testing_util::IntAttr(1);
+  b.g.nodes.back().attrs["num_outputs"] = testing_util::IntAttr(2);
+  b.Op("Sigmoid", {"b"}, {"s"}, "sig");
+  b.Op("Mul", {"a", "s"}, {"y"}, "mul");
+  if (a_used_elsewhere) {
+    b.Op("Add", {"y", "a"}, {"out"}, "add");
+    b.Output("out");
+  } else {
+    b.Output("y");
+  }
+  return b;
+}
+
+TEST(Fusion, SplitHalfTimesSigmoidOfTheOtherIsOneGluThatKeepsItsInput) {
+  GraphBuilder b = GluGraph(false);
+  ASSERT_TRUE(InferShapes(&b.g, ShapeBindings(), nullptr).ok());
+  auto regions = FindFusedRegions(b.g);
+  ASSERT_EQ(regions.size(), 1u);
+  EXPECT_EQ(regions[0].op_type, "Glu");
+  EXPECT_EQ(regions[0].input, b.g.Find("x"));
+  EXPECT_EQ(regions[0].output, b.g.Find("y"));
+  PlanOptions o;
+  o.mode = Mode::kTrain;
+  auto s = BuildSchedule(b.g, o);
+  ASSERT_TRUE(s.ok()) << s.message();
+  int glu = 0;
+  for (const ExecOp& op : s->ops) {
+    EXPECT_NE(op.op_type, "Sigmoid");
+    EXPECT_NE(op.op_type, "Split");
+    if (op.op_type != "Glu") continue;
+    ++glu;
+    EXPECT_EQ(op.out, (std::vector<int>{b.g.Find("y")}));
+    ASSERT_EQ(op.saved.size(), 1u);
+    EXPECT_EQ(op.saved[0].val, b.g.Find("x"));
+  }
+  EXPECT_EQ(glu, 1);
+
+  GraphBuilder other = GluGraph(true);
+  ASSERT_TRUE(InferShapes(&other.g, ShapeBindings(), nullptr).ok());
+  EXPECT_TRUE(FindFusedRegions(other.g).empty()) << "a half read outside is no GLU";
+}
+
 // ---------------------------------------------------------------- group norm
 
 struct GroupNormOptions {

@@ -417,6 +417,28 @@ void SaveDropout(const SaveContext& c, std::vector<Saved>* out) {
   out->push_back(s);
 }
 
+/// Glu: PyTorch's glu(x, dim) = a * sigmoid(b) for the two halves a, b of x
+/// along `axis` (default -1, as F.glu's dim). ONNX has no such op: it is what
+/// the schedule runs for the exporters' Split -> Sigmoid -> Mul (fusion.h).
+Status GluShape(ShapeContext& ctx) {
+  Status s = CheckInputs(ctx, 1, 1);
+  if (!s.ok()) return s;
+  const Tensor& in = ctx.Input(0);
+  int64_t axis = 0;
+  if (!NormalizeAxis(ctx.node().GetInt("axis", -1), static_cast<int64_t>(in.shape.size()), &axis)) {
+    return ctx.Error("axis " + std::to_string(ctx.node().GetInt("axis", -1)) +
+                     " is out of range for rank " + std::to_string(in.shape.size()));
+  }
+  std::vector<int64_t> out = in.shape;
+  if (out[axis] % 2 != 0) {
+    return ctx.Error("dim " + std::to_string(axis) + " of input '" + in.name + "' is " +
+                     std::to_string(out[axis]) + ", not even");
+  }
+  out[axis] /= 2;
+  ctx.SetOutput(0, in.dtype, out);
+  return Status();
+}
+
 OpDef Def(ShapeFn fn, SavesFn saves = nullptr, Autocast ac = Autocast::kPassthrough,
           bool differentiable = true) {
   OpDef d;
@@ -463,6 +485,8 @@ void RegisterElementwiseOps(OpTable* t) {
                          "HardSwish", "Softsign", "ThresholdedRelu", "Swish"}) {
     t->Add(op, Def(UnaryShape, SaveInput0));
   }
+  // glu keeps its input (derivatives.yaml: glu_backward(grad, self, dim)).
+  t->Add("Glu", Def(GluShape, SaveInput0));
   t->Add("Log", Def(UnaryShape, SaveInput0, F));
   t->Add("Softplus", Def(UnaryShape, SaveInput0, F));
   // Unary ops whose gradient needs nothing (or is zero).

@@ -35,6 +35,18 @@ TEST(ElementwiseOps, MultidirectionalBroadcasting) {
   EXPECT_EQ(b.T("m1").shape, (Shape{8, 1, 6, 1}));
 }
 
+TEST(ElementwiseOps, GluHalvesItsAxis) {
+  GraphBuilder b;
+  b.Input("x", {D(4), D(512), D(127)});
+  b.Op("Glu", {"x"}, {"y"}).attrs["axis"] = IntAttr(1);
+  b.Op("Glu", {"x"}, {"z"});  // default axis -1: 127 is odd
+  b.g.nodes.back().name = "glu_last";
+  Status s = Infer(&b);
+  EXPECT_EQ(b.T("y").shape, (Shape{4, 256, 127}));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "m.onnx: node 'glu_last' (Glu): dim 2 of input 'x' is 127, not even");
+}
+
 TEST(ElementwiseOps, NonBroadcastableIsAnError) {
   GraphBuilder b;
   b.Input("a", {D(2), D(3)});
