@@ -8,7 +8,8 @@
 // The last two pick one variant of what the export does not say (the fp32
 // cuDNN engine kind, in-place activations); by default the plan's own choice.
 // MEMPLAN_LORA=SPEC, MEMPLAN_WEIGHTS=FORMAT and MEMPLAN_MODEL_LOAD=LOAD in the
-// environment add --lora, --weights and --model-load. MEMPLAN_PLACEMENTS=1
+// environment add --lora, --weights and --model-load; MEMPLAN_MODE=inference
+// plans the inference pass. MEMPLAN_PLACEMENTS=1
 // appends each event's id and where an allocation landed: #ID @SEGMENT:OFFSET/BLOCK
 // (bytes), and
 // the segments' sizes after the peak line.
@@ -74,6 +75,12 @@ int main(int argc, char** argv) {
     auto f = memplan::ParseEnum<memplan::WeightFormat>(w);
     if (!f.ok()) return Fail(f.message());
     options->weights = f.value();
+  }
+  // MEMPLAN_MODE=inference: the inference pass instead of a training step.
+  if (const char* m = std::getenv("MEMPLAN_MODE")) {
+    auto f = memplan::ParseEnum<memplan::Mode>(m);
+    if (!f.ok()) return Fail(f.message());
+    options->mode = f.value();
   }
   // MEMPLAN_MODEL_LOAD: a --model-load value (bf16/fp16).
   if (const char* m = std::getenv("MEMPLAN_MODEL_LOAD")) {
