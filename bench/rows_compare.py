@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """memplan against fresh-process measurements of whole models on the H200:
 the families (bench/families.py measure: bench/results/families_h200.jsonl,
-families_check_h200.jsonl) and the held-out CNNs (bench/holdout.py:
+families_check_h200.jsonl, families_new_h200.jsonl) and the held-out CNNs (bench/holdout.py:
 bench/results/holdout_h200.jsonl).
 
 Usage: python3 bench/rows_compare.py MEMPLAN ONNX_DIR MEASUREMENTS.jsonl [--by-mode]
