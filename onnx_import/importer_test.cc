@@ -104,6 +104,29 @@ TEST(ImporterTest, RecordsTheExportersPyTorchOps) {
   EXPECT_TRUE(ts->exporter.aten_ops.empty());
 }
 
+// transformers' activation modules (SiLUActivation) take no `inplace`
+// argument: their nodes are marked; torch.nn's (ReLU(inplace=True)) are not.
+TEST(ImporterTest, MarksActivationModulesThatNeverRunInPlace) {
+  auto llama = ImportOnnxFile(ModelPath("llama_gqa_train"));
+  ASSERT_TRUE(llama.ok()) << llama.message();
+  int marked = 0;
+  for (const Node& n : llama->nodes) {
+    if (!n.runs_out_of_place) continue;
+    ++marked;
+    EXPECT_TRUE(n.op_type == "Sigmoid" || n.op_type == "Mul") << n.name << " " << n.op_type;
+    EXPECT_NE(n.scope.find("mlp.act_fn"), std::string::npos) << n.name << " in " << n.scope;
+  }
+  EXPECT_GT(marked, 0);
+  auto resnet = ImportOnnxFile(ModelPath("resnet18_train"));
+  ASSERT_TRUE(resnet.ok()) << resnet.message();
+  int relus = 0;
+  for (const Node& n : resnet->nodes) {
+    EXPECT_FALSE(n.runs_out_of_place) << n.name;
+    relus += n.op_type == "Relu";
+  }
+  EXPECT_GT(relus, 0);
+}
+
 TEST(ImporterTest, KeepsSmallIntegerConstants) {
   auto r = ImportOnnxFile(ModelPath("gpt2_train"));
   ASSERT_TRUE(r.ok()) << r.message();

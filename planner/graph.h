@@ -73,6 +73,10 @@ struct Node {
   /// The modules whose call runs this node, outermost first (scope is last).
   std::vector<std::string> modules;
   bool modules_known = false;  ///< The exporter recorded them (none: a root-level op).
+  /// The innermost module is an activation module without an `inplace`
+  /// argument (transformers.activations: SiLUActivation, GELUActivation, ...
+  /// call the out-of-place functional), so the op never runs in place.
+  bool runs_out_of_place = false;
   std::vector<int> inputs;
   std::vector<int> outputs;
   std::map<std::string, Attribute> attrs;

@@ -738,7 +738,8 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     }
   }
   if (def && def->alias != Alias::kView) op.grad_kind = def->grad;
-  const InPlaceUse inplace = def ? def->inplace : InPlaceUse::kNever;
+  const InPlaceUse inplace =
+      def && !(ni >= 0 && g_.nodes[ni].runs_out_of_place) ? def->inplace : InPlaceUse::kNever;
   if (inplace != InPlaceUse::kNever && !op.in.empty() && op.in[0] >= 0 && !op.out.empty() &&
       op.out[0] >= 0) {
     const Val& a = s_.vals[op.in[0]];

@@ -525,15 +525,16 @@ void RegisterElementwiseOps(OpTable* t) {
   for (const char* op : {"Less", "LessOrEqual", "Greater", "GreaterOrEqual"}) {
     t->Mutable(op)->mask_maker = MaskMaker::kComparison;
   }
-  // Activations model code often runs in place (torchvision: ReLU(inplace=True)).
-  // SiLU (Swish) is left out: transformers' nn.SiLU() and F.silu (the
-  // family U-Net, bench/families.py) run it out of place.
-  for (const char* op : {"Relu", "Clip", "LeakyRelu", "HardSwish", "HardSigmoid"}) {
+  // Activations model code often runs in place (torchvision: ReLU(inplace=True),
+  // SiLU(inplace=True) in EfficientNet); the export does not say, so both are
+  // planned (a transformers activation module never runs in place:
+  // Node::runs_out_of_place).
+  for (const char* op : {"Relu", "Clip", "LeakyRelu", "HardSwish", "HardSigmoid", "Swish"}) {
     t->Mutable(op)->inplace = InPlaceUse::kActivation;
   }
   // relu_ and leaky_relu_ differentiate through their result; the others
   // read the input the kernel overwrites (ReLU6 is hardtanh_).
-  for (const char* op : {"Clip", "HardSwish", "HardSigmoid"}) {
+  for (const char* op : {"Clip", "HardSwish", "HardSigmoid", "Swish"}) {
     t->Mutable(op)->inplace_copies_input = true;
   }
 }
