@@ -210,6 +210,47 @@ TEST(Plan, AutocastCastsAnOpsArgumentsLastFirst) {
   EXPECT_EQ(backward, (std::vector<std::string>{"autocast(head)", "autocast(W2)", "autocast(b2)"}));
 }
 
+// One training step's allocations (+bytes) and frees (-bytes), first step
+// only, with the op that made each: for checking the order of events.
+struct StepEvent {
+  int64_t bytes;  // negative for a free
+  std::string node;
+  Phase phase;
+};
+std::vector<StepEvent> FirstStepEvents(const Plan& p) {
+  std::vector<StepEvent> out;
+  std::map<int64_t, int64_t> bytes_of;
+  const size_t end = p.iteration_starts.size() > 1 ? p.iteration_starts[1] : p.events.size();
+  for (size_t e = 0; e < end; ++e) {
+    const MemEvent& ev = p.events[e];
+    if (ev.empty_cache) continue;
+    if (ev.is_alloc) bytes_of[ev.id] = ev.bytes;
+    out.push_back({ev.is_alloc ? ev.bytes : -bytes_of[ev.id], p.event_nodes[e], p.event_phases[e]});
+  }
+  return out;
+}
+
+// The forward thread's cuBLAS workspace is made inside the first GEMM, after
+// that GEMM's output (getCurrentCUDABlasHandle; H200 trace gru_lm b19
+// amp_bf16: the head's 23.2 MiB logits, then the 32 MiB).
+TEST(Plan, ForwardCublasWorkspaceComesAfterTheFirstGemmsOutput) {
+  PlanOptions o = Train(Optimizer::kSgd);
+  o.keep_events = true;
+  const Plan p = PlanOf(Mlp(), 8, o);
+  const std::vector<StepEvent> ev = FirstStepEvents(p);
+  const int64_t h = 8 * 4096 * 4;
+  auto at = [&](int64_t bytes) {
+    for (size_t i = 0; i < ev.size(); ++i) {
+      if (ev[i].bytes == bytes && ev[i].phase == Phase::kForward) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  ASSERT_GE(at(h), 0);
+  ASSERT_GE(at(kCublasWs), 0);
+  EXPECT_EQ(at(kCublasWs), at(h) + 1);
+  EXPECT_EQ(ev[at(h)].node, "fc1");
+}
+
 TEST(Plan, MlpParameters) {
   const Plan p = PlanOf(Mlp(), 8, Train(Optimizer::kAdamW));
   EXPECT_EQ(p.parameter_count, 1024 * 4096 + 4096 * 10);

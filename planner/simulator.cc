@@ -198,6 +198,16 @@ void Simulator::RunKernel(size_t i, bool grad_mode, bool input_dies_here, int ke
     }
     deferred_outputs_.clear();
   }
+  // The forward thread's cuBLAS workspace: made by the first GEMM's
+  // getCurrentCUDABlasHandle() (CublasHandlePool.cpp, setWorkspaceForHandle),
+  // which the BLAS wrapper calls after the op allocated its output (H200
+  // traces: a linear's output, then the 32 MiB).
+  if (op.uses_cublas && !fwd_workspace_) {
+    fwd_workspace_ = true;
+    Use(Mech(Mechanism::kCublasWorkspace));
+    Ref(AllocNew(kCublasWorkspaceBytes, Category::kWorkspaces));
+    Use(OpRule(i));
+  }
   // Kernels take their workspace after the outputs exist.
   int ws = -1;
   if (op.fwd_workspace > 0) {
@@ -247,11 +257,6 @@ void Simulator::Forward(bool grad_mode) {
       }
     }
     forward_flops = SatAdd(forward_flops, op.flops);
-    if (op.uses_cublas && !fwd_workspace_) {
-      fwd_workspace_ = true;
-      Use(Mech(Mechanism::kCublasWorkspace));
-      Ref(AllocNew(kCublasWorkspaceBytes, Category::kWorkspaces));
-    }
     RunKernel(i, grad_mode,
               !op.in.empty() && op.in[0] >= 0 && last_use_[op.in[0]] == static_cast<int>(i),
               grad_mode && !checkpointed ? static_cast<int>(i) : -1);
