@@ -29,6 +29,7 @@ using testing_util::GraphBuilder;
 using testing_util::IntAttr;
 using testing_util::IntsAttr;
 using testing_util::S;
+using testing_util::TensorAttr;
 
 constexpr int64_t kKiB = 1024;
 constexpr int64_t kMiB = 1024 * 1024;
@@ -249,6 +250,34 @@ TEST(Plan, ForwardCublasWorkspaceComesAfterTheFirstGemmsOutput) {
   ASSERT_GE(at(kCublasWs), 0);
   EXPECT_EQ(at(kCublasWs), at(h) + 1);
   EXPECT_EQ(ev[at(h)].node, "fc1");
+}
+
+// CUDA native_dropout's output keeps its input's layout (empty_like,
+// Dropout.cu): dropout of a transposed tensor is transposed, so a MatMul on
+// it copies it (H200 trace lstm_lm_b b16 bf16).
+TEST(Plan, DropoutKeepsItsInputsLayout) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(64), D(256)});
+  b.Init("W0", {256, 256});
+  b.Init("W", {256, 16});
+  b.Op("MatMul", {"x", "W0"}, {"x0"}, "fc0");
+  b.Op("Constant", {}, {"ratio"}).attrs["value"] = TensorAttr(DType::kFloat, {}, {}, {0.25});
+  b.Op("Constant", {}, {"train"}).attrs["value"] = TensorAttr(DType::kBool, {}, {1});
+  b.Op("Transpose", {"x0"}, {"xt"}, "t").attrs["perm"] = IntsAttr({1, 0, 2});
+  b.Op("Dropout", {"xt", "ratio", "train"}, {"d", "mask"}, "drop");
+  b.Op("MatMul", {"d", "W"}, {"logits"}, "head");
+  b.Output("logits");
+  PlanOptions o = Train(Optimizer::kSgd);
+  o.keep_events = true;
+  const Plan p = PlanOf(b, 8, o);
+  const std::vector<StepEvent> ev = FirstStepEvents(p);
+  const int64_t n = 64 * 8 * 256;
+  bool copied = false;
+  for (const StepEvent& e : ev) {
+    if (e.phase == Phase::kForward && e.node == "contiguous(head)" && e.bytes == n * 4)
+      copied = true;
+  }
+  EXPECT_TRUE(copied);
 }
 
 TEST(Plan, MlpParameters) {

@@ -692,6 +692,12 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
       }
     }
     v.strides = ContiguousStrides(v.shape);
+    if (def && def->output_like_input0 && !in.empty() && in[0] >= 0) {
+      // empty_like(input): dropout of a batch-first RNN output stays
+      // transposed (H200 trace lstm_lm_b bf16 b16: the head's linear copies it).
+      v.strides =
+          ElementwiseOutputStrides(v.shape, {{s_.vals[in[0]].shape, s_.vals[in[0]].strides}});
+    }
     v.bytes = BytesOf(v.shape, v.dtype);
     v.requires_grad = differentiable && any_grad && IsFloat(v.dtype);
     // Auxiliary outputs nobody reads are in-place updates (BatchNorm running

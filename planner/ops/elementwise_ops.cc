@@ -502,6 +502,7 @@ void RegisterElementwiseOps(OpTable* t) {
   dropout.eval_identity = true;  // nn.Dropout in eval mode returns its input.
   dropout.view = ViewRule::kSame;
   dropout.view_outputs = 1;  // No mask then.
+  dropout.output_like_input0 = true;
   t->Add("Softmax", Def(SoftmaxShape, SaveOutput0, Autocast::kFp32Output)).contiguous_input0 = true;
   t->Add("LogSoftmax", Def(SoftmaxShape, SaveOutput0, Autocast::kFp32Output)).contiguous_input0 =
       true;
