@@ -280,6 +280,57 @@ TEST(Plan, DropoutKeepsItsInputsLayout) {
   EXPECT_TRUE(copied);
 }
 
+// A linear layer with bias on 2-D or contiguous input runs as one addmm:
+// AddmmBackward0 makes mat1's gradient, then mat2's (derivatives in sorted
+// name order), and the engine sums `self`'s to the bias afterwards
+// (validate_outputs): the bias gradient comes last, with the staging buffer of
+// its column sum. On a non-contiguous 3-D input at::linear runs matmul, then
+// add_: AddBackward0 runs first, so the bias gradient comes first (H200 traces
+// wav2vec2_cls b512 amp_bf16, gru_lm b19 amp_bf16).
+GraphBuilder LinearWithBias(bool transposed_input) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(64), D(256)});
+  b.Init("W0", {256, 256});
+  b.Init("W", {256, 384});
+  b.Init("bias", {384});
+  b.Init("W2", {384, 16});
+  b.Op("MatMul", {"x", "W0"}, {"x0"}, "fc0");
+  std::string in = "x0";
+  if (transposed_input) {
+    b.Op("Transpose", {"x0"}, {"xt"}, "t").attrs["perm"] = IntsAttr({1, 0, 2});
+    in = "xt";
+  } else {
+    b.Op("Relu", {"x0"}, {"xr"}, "r");
+    in = "xr";
+  }
+  b.Op("MatMul", {in, "W"}, {"y"}, "fc");
+  b.Op("Add", {"y", "bias"}, {"h"}, "fc_bias");
+  b.Op("Relu", {"h"}, {"a"}, "act");
+  b.Op("MatMul", {"a", "W2"}, {"logits"}, "head");
+  b.Output("logits");
+  return b;
+}
+
+TEST(Plan, AddmmMakesTheBiasGradientAfterTheProductsGradients) {
+  for (bool transposed : {false, true}) {
+    PlanOptions o = Train(Optimizer::kSgd);
+    o.keep_events = true;
+    o.inplace = InPlace::kOff;
+    const Plan p = PlanOf(LinearWithBias(transposed), 8, o);
+    const std::vector<StepEvent> ev = FirstStepEvents(p);
+    const int64_t dx = 64 * 8 * 256 * 4, dw = 256 * 384 * 4, db = 384 * 4;
+    std::vector<int64_t> order;  // the three gradients, as made in backward
+    for (const StepEvent& e : ev) {
+      if (e.phase != Phase::kBackward) continue;
+      if (e.bytes == dx || e.bytes == dw || e.bytes == db) order.push_back(e.bytes);
+    }
+    const std::vector<int64_t> want =
+        transposed ? std::vector<int64_t>{db, dx, dw} : std::vector<int64_t>{dx, dw, db};
+    ASSERT_GE(order.size(), 3u) << transposed;
+    EXPECT_EQ(std::vector<int64_t>(order.begin(), order.begin() + 3), want) << transposed;
+  }
+}
+
 TEST(Plan, MlpParameters) {
   const Plan p = PlanOf(Mlp(), 8, Train(Optimizer::kAdamW));
   EXPECT_EQ(p.parameter_count, 1024 * 4096 + 4096 * 10);

@@ -626,6 +626,9 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     }
   }
   // Copies PyTorch makes for inputs it needs contiguous.
+  const bool addmm_input = def && def->matmul_operands && !in.empty() && in[0] >= 0 &&
+                           (s_.vals[in[0]].shape.size() == 2 ||
+                            IsContiguous(s_.vals[in[0]].shape, s_.vals[in[0]].strides));
   for (size_t i = 0; i < in.size(); ++i) {
     if (in[i] < 0) continue;
     const Val& v = s_.vals[in[i]];
@@ -645,6 +648,7 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
   op.def = def;
   op.in = in;
   op.uses_cublas = def && def->uses_cublas;
+  op.addmm_input = addmm_input;
   // Output dtypes as they run: elementwise ops promote among their
   // (non-scalar) float inputs; others follow their data input.
   const OutputDType out_dtype = def ? def->output_dtype : OutputDType::kFollowInput;
@@ -850,6 +854,14 @@ void Builder::AddBiasAdd(int ni, const std::vector<int>& in) {
   int64_t numel = 0;
   CheckedNumel(v.shape, &numel);
   op.flops = numel;
+  // A product on 2-D or contiguous input runs with its bias as one addmm,
+  // whose backward makes the bias gradient after the product's.
+  for (size_t j = s_.ops.size(); j-- > 0;) {
+    ExecOp& p = s_.ops[j];
+    if (p.out.empty() || p.out[0] != in[0]) continue;
+    if (p.def && p.def->matmul_operands && p.addmm_input) op.bias_grad_by_op = static_cast<int>(j);
+    break;
+  }
   // The bias gradient: addmm's grad summed over the rows (sum(0)), through
   // the reduction's staging buffer when it splits the rows across blocks.
   const int64_t cols = s_.vals[in[1]].shape.empty() ? 0 : s_.vals[in[1]].shape[0];

@@ -110,6 +110,17 @@ struct ExecOp {
   /// (planner/rnn.h RnnWorkspace::derived false): their own rule.
   bool rnn_workspace_fitted = false;
   bool uses_cublas = false;
+  /// A MatMul whose in[0], as the op received it, was 2-D or contiguous:
+  /// at::linear runs such a layer with bias as one addmm (_flatten_nd_linear
+  /// for N-d input); a non-contiguous N-d input goes through matmul, then
+  /// add_ of the bias.
+  bool addmm_input = false;
+  /// BiasAdd of a layer PyTorch runs as addmm: the bias gradient (addmm's
+  /// `self`, summed to the bias's shape by the engine's validate_outputs
+  /// after the node ran) is made by this op index's backward, after its
+  /// gradients; -1: by the BiasAdd (a separate add_, whose AddBackward0
+  /// runs before the product's backward).
+  int bias_grad_by_op = -1;
   bool hold_to_forward_end = false;  ///< Autocast weight cache entries.
   /// An activation or residual add that model code often runs in place
   /// (nn.ReLU(inplace=True), `out += identity`): output shaped like in[0].

@@ -392,6 +392,7 @@ void Simulator::WeightPassGrads(const ExecOp& op, std::vector<std::pair<int, int
 }
 
 void Simulator::Backward() {
+  addmm_bias_.clear();
   const int L = s_.logits;
   const Val& lv = s_.vals[L];
   int64_t numel = 1;
@@ -475,6 +476,7 @@ void Simulator::Backward() {
     }
     Use(op_rule);
     std::vector<std::pair<int, int>> produced;  // (input val, grad storage)
+    bool deferred_bias = false;                 // addmm: the product's backward makes it
     const int out_grad =
         op.out.empty() || op.out[0] < 0 || !grad_of_.count(op.out[0]) ? -1 : grad_of_[op.out[0]];
     switch (op.grad_kind) {
@@ -490,7 +492,11 @@ void Simulator::Backward() {
           Ref(out_grad);
           produced.emplace_back(op.in[0], out_grad);
         }
-        if (op.grad_in.size() > 1 && op.grad_in[1]) {
+        if (op.grad_in.size() > 1 && op.grad_in[1] && op.bias_grad_by_op >= 0 && op.grad_in[0] &&
+            out_grad >= 0) {
+          addmm_bias_[op.bias_grad_by_op] = static_cast<int>(k);
+          deferred_bias = true;
+        } else if (op.grad_in.size() > 1 && op.grad_in[1]) {
           const int v = op.in[1];
           const Category cat =
               s_.vals[Root(v)].is_param ? Category::kGradients : Category::kTransients;
@@ -534,7 +540,7 @@ void Simulator::Backward() {
     for (int64_t b : op.bwd_temp_bytes) {
       if (b > 0) temps.push_back(AllocNew(b, Category::kTransients));
     }
-    if (op.bwd_workspace > 0) {
+    if (op.bwd_workspace > 0 && !deferred_bias) {
       Use(WorkspaceRule(k));
       Free(AllocNew(op.bwd_workspace, Category::kWorkspaces));
       Use(TempRule(k));
@@ -554,6 +560,24 @@ void Simulator::Backward() {
     if (weight_copy >= 0) Free(weight_copy);
     for (auto it = zeros.rbegin(); it != zeros.rend(); ++it) Free(*it);
     for (int st : temps) Free(st);
+    // addmm's bias gradient: its `self` gradient summed to the bias's shape
+    // after the node ran (engine.cpp validate_outputs), before the incoming
+    // gradient is released.
+    if (auto ab = addmm_bias_.find(static_cast<int>(k)); ab != addmm_bias_.end()) {
+      const size_t b = static_cast<size_t>(ab->second);
+      addmm_bias_.erase(ab);
+      const int v = s_.ops[b].in[1];
+      const Category cat = s_.vals[Root(v)].is_param ? Category::kGradients : Category::kTransients;
+      Use(cat == Category::kGradients ? grad_rule : OpRule(b));
+      const int st = AllocNew(s_.vals[v].bytes, cat);
+      Ref(st);
+      produced.emplace_back(v, st);
+      if (s_.ops[b].bwd_workspace > 0) {
+        Use(WorkspaceRule(b));
+        Free(AllocNew(s_.ops[b].bwd_workspace, Category::kWorkspaces));
+      }
+      Use(op_rule);
+    }
     for (int v : op.out) {
       if (v < 0) continue;
       auto it = grad_of_.find(v);

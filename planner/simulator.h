@@ -352,6 +352,8 @@ class Simulator {
   bool bwd_workspace_ = false;
   // Outputs of an outputs_made_by_next op, waiting for the next op.
   std::vector<int> deferred_outputs_;
+  // addmm's bias, waiting for the product's backward: op -> its BiasAdd op.
+  std::unordered_map<int, int> addmm_bias_;
   bool process_state_ = false;
   // Per iteration.
   std::vector<std::vector<int>> saved_storages_;  // per op: storages referenced
