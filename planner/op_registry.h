@@ -178,6 +178,10 @@ struct OpDef {
   bool cudnn_rnn = false;
   /// Returns its input itself in inference (eval-mode dropout).
   bool eval_identity = false;
+  /// Its new saved tensors (Saved::kExtra) are allocated before its outputs:
+  /// CUDA native_dropout makes the mask, then the output
+  /// (aten/src/ATen/native/cuda/Dropout.cu, dropout_cuda).
+  bool saved_extra_first = false;
   /// A TensorIterator kernel: its output takes the memory layout of its
   /// inputs (a channels-last or transposed input stays so).
   bool tensor_iterator = false;

@@ -331,6 +331,32 @@ TEST(Plan, AddmmMakesTheBiasGradientAfterTheProductsGradients) {
   }
 }
 
+// CUDA native_dropout makes its mask before its output (Dropout.cu,
+// dropout_cuda; every H200 trace with dropout).
+TEST(Plan, DropoutMakesItsMaskFirst) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(64), D(256)});
+  b.Init("W0", {256, 256});
+  b.Init("W", {256, 16});
+  b.Op("MatMul", {"x", "W0"}, {"x0"}, "fc0");
+  b.Op("Constant", {}, {"ratio"}).attrs["value"] = TensorAttr(DType::kFloat, {}, {}, {0.25});
+  b.Op("Constant", {}, {"train"}).attrs["value"] = TensorAttr(DType::kBool, {}, {1});
+  b.Op("Transpose", {"x0"}, {"xt"}, "t").attrs["perm"] = IntsAttr({1, 0, 2});
+  b.Op("Dropout", {"xt", "ratio", "train"}, {"d", "mask"}, "drop");
+  b.Op("MatMul", {"d", "W"}, {"logits"}, "head");
+  b.Output("logits");
+  PlanOptions o = Train(Optimizer::kSgd);
+  o.keep_events = true;
+  const Plan p = PlanOf(b, 8, o);
+  const std::vector<StepEvent> ev = FirstStepEvents(p);
+  const int64_t n = 64 * 8 * 256;
+  std::vector<int64_t> drop;
+  for (const StepEvent& e : ev) {
+    if (e.phase == Phase::kForward && e.node == "drop" && e.bytes > 0) drop.push_back(e.bytes);
+  }
+  EXPECT_EQ(drop, (std::vector<int64_t>{n, n * 4}));
+}
+
 TEST(Plan, MlpParameters) {
   const Plan p = PlanOf(Mlp(), 8, Train(Optimizer::kAdamW));
   EXPECT_EQ(p.parameter_count, 1024 * 4096 + 4096 * 10);

@@ -159,6 +159,8 @@ void Simulator::RunKernel(size_t i, bool grad_mode, bool input_dies_here, int ke
       }
     }
   }
+  const bool saved_first = keep_at >= 0 && op.def && op.def->saved_extra_first;
+  if (saved_first) KeepSaved(op, keep_at);
   for (int v : op.out) {
     if (v < 0 || s_.vals[v].phantom) continue;
     if (op.outputs_made_by_next) {
@@ -214,11 +216,11 @@ void Simulator::RunKernel(size_t i, bool grad_mode, bool input_dies_here, int ke
     Use(WorkspaceRule(i));
     ws = AllocNew(op.fwd_workspace, Category::kWorkspaces);
   }
-  if (keep_at >= 0 && op.saved_in_kernel) KeepSaved(op, keep_at);
+  if (keep_at >= 0 && op.saved_in_kernel && !saved_first) KeepSaved(op, keep_at);
   if (ws >= 0) Free(ws);
   if (temp >= 0) Free(temp);
   for (int st : late) Free(st);
-  if (keep_at >= 0 && !op.saved_in_kernel) KeepSaved(op, keep_at);
+  if (keep_at >= 0 && !op.saved_in_kernel && !saved_first) KeepSaved(op, keep_at);
 }
 
 void Simulator::KeepSaved(const ExecOp& op, size_t i) {
