@@ -252,10 +252,9 @@ TEST(Plan, ForwardCublasWorkspaceComesAfterTheFirstGemmsOutput) {
   EXPECT_EQ(ev[at(h)].node, "fc1");
 }
 
-// CUDA native_dropout's output keeps its input's layout (empty_like,
-// Dropout.cu): dropout of a transposed tensor is transposed, so a MatMul on
-// it copies it (H200 trace lstm_lm_b b16 bf16).
-TEST(Plan, DropoutKeepsItsInputsLayout) {
+// x [N, 64, 256] -> MatMul (fc0) -> Transpose -> Dropout (drop) -> MatMul
+// (head): the first step's events of an SGD training plan at batch 8.
+std::vector<StepEvent> TransposedDropoutEvents() {
   GraphBuilder b;
   b.Input("x", {S("N"), D(64), D(256)});
   b.Init("W0", {256, 256});
@@ -270,7 +269,14 @@ TEST(Plan, DropoutKeepsItsInputsLayout) {
   PlanOptions o = Train(Optimizer::kSgd);
   o.keep_events = true;
   const Plan p = PlanOf(b, 8, o);
-  const std::vector<StepEvent> ev = FirstStepEvents(p);
+  return FirstStepEvents(p);
+}
+
+// CUDA native_dropout's output keeps its input's layout (empty_like,
+// Dropout.cu): dropout of a transposed tensor is transposed, so a MatMul on
+// it copies it (H200 trace lstm_lm_b b16 bf16).
+TEST(Plan, DropoutKeepsItsInputsLayout) {
+  const std::vector<StepEvent> ev = TransposedDropoutEvents();
   const int64_t n = 64 * 8 * 256;
   bool copied = false;
   for (const StepEvent& e : ev) {
@@ -334,21 +340,7 @@ TEST(Plan, AddmmMakesTheBiasGradientAfterTheProductsGradients) {
 // CUDA native_dropout makes its mask before its output (Dropout.cu,
 // dropout_cuda; every H200 trace with dropout).
 TEST(Plan, DropoutMakesItsMaskFirst) {
-  GraphBuilder b;
-  b.Input("x", {S("N"), D(64), D(256)});
-  b.Init("W0", {256, 256});
-  b.Init("W", {256, 16});
-  b.Op("MatMul", {"x", "W0"}, {"x0"}, "fc0");
-  b.Op("Constant", {}, {"ratio"}).attrs["value"] = TensorAttr(DType::kFloat, {}, {}, {0.25});
-  b.Op("Constant", {}, {"train"}).attrs["value"] = TensorAttr(DType::kBool, {}, {1});
-  b.Op("Transpose", {"x0"}, {"xt"}, "t").attrs["perm"] = IntsAttr({1, 0, 2});
-  b.Op("Dropout", {"xt", "ratio", "train"}, {"d", "mask"}, "drop");
-  b.Op("MatMul", {"d", "W"}, {"logits"}, "head");
-  b.Output("logits");
-  PlanOptions o = Train(Optimizer::kSgd);
-  o.keep_events = true;
-  const Plan p = PlanOf(b, 8, o);
-  const std::vector<StepEvent> ev = FirstStepEvents(p);
+  const std::vector<StepEvent> ev = TransposedDropoutEvents();
   const int64_t n = 64 * 8 * 256;
   std::vector<int64_t> drop;
   for (const StepEvent& e : ev) {
