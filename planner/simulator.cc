@@ -150,17 +150,17 @@ void Simulator::RunKernel(size_t i, bool grad_mode, bool input_dies_here, int ke
   if (o_.inplace != InPlace::kOn) inplace = -1;
   // An in-place activation whose gradient reads its input: autograd saves a
   // copy of it before the kernel writes.
-  inplace_copy_ = -1;
+  int input_copy = -1;
   if (inplace >= 0 && keep_at >= 0 && op.def && op.def->inplace_copies_input) {
     for (const SavedRef& sr : op.saved) {
       if (sr.val == op.in[0]) {
-        inplace_copy_ = AllocNew(storages[inplace].bytes, Category::kSavedActivations);
+        input_copy = AllocNew(storages[inplace].bytes, Category::kSavedActivations);
         break;
       }
     }
   }
   const bool saved_first = keep_at >= 0 && op.def && op.def->saved_extra_first;
-  if (saved_first) KeepSaved(op, keep_at);
+  if (saved_first) KeepSaved(op, keep_at, input_copy);
   for (int v : op.out) {
     if (v < 0 || s_.vals[v].phantom) continue;
     if (op.outputs_made_by_next) {
@@ -216,19 +216,19 @@ void Simulator::RunKernel(size_t i, bool grad_mode, bool input_dies_here, int ke
     Use(WorkspaceRule(i));
     ws = AllocNew(op.fwd_workspace, Category::kWorkspaces);
   }
-  if (keep_at >= 0 && op.saved_in_kernel && !saved_first) KeepSaved(op, keep_at);
+  if (keep_at >= 0 && op.saved_in_kernel && !saved_first) KeepSaved(op, keep_at, input_copy);
   if (ws >= 0) Free(ws);
   if (temp >= 0) Free(temp);
   for (int st : late) Free(st);
-  if (keep_at >= 0 && !op.saved_in_kernel && !saved_first) KeepSaved(op, keep_at);
+  if (keep_at >= 0 && !op.saved_in_kernel && !saved_first) KeepSaved(op, keep_at, input_copy);
 }
 
-void Simulator::KeepSaved(const ExecOp& op, size_t i) {
+void Simulator::KeepSaved(const ExecOp& op, size_t i, int input_copy) {
   Use(OpRule(i));
   for (const SavedRef& sr : op.saved) {
     int st;
-    if (sr.val >= 0 && inplace_copy_ >= 0 && sr.val == op.in[0]) {
-      st = inplace_copy_;
+    if (sr.val >= 0 && input_copy >= 0 && sr.val == op.in[0]) {
+      st = input_copy;
     } else if (sr.val >= 0) {
       st = ValStorage(sr.val);
       if (st < 0) continue;

@@ -302,7 +302,8 @@ class Simulator {
   // `keep_at`'s (inside the call for saved_in_kernel ops, else after it).
   void RunKernel(size_t i, bool grad_mode, bool input_dies_here, int keep_at);
   // References what `op` keeps for backward (new tensors allocated).
-  void KeepSaved(const ExecOp& op, size_t i);
+  // `input_copy`: the storage an in-place op saves for its input (-1: none).
+  void KeepSaved(const ExecOp& op, size_t i, int input_copy);
   // The storage an in-place run of `op` would write into (its first input's,
   // when the input dies with this op and nothing else holds it), else -1;
   // whatever o_.inplace says.
@@ -329,8 +330,7 @@ class Simulator {
   std::vector<std::string> other_labels_;  // the few labels that are no op's
   std::unordered_map<std::string, int> other_label_ids_;
   static int64_t EventId(int st) { return int64_t{st} + 1; }
-  int cur_op_ = -1;        // the op running now (events are attributed to it)
-  int inplace_copy_ = -1;  // the input copy an in-place op saves (RunKernel)
+  int cur_op_ = -1;  // the op running now (events are attributed to it)
   std::unordered_map<std::string, int> rule_ids_;
   std::vector<int> op_rule_;  // per op
   // Whose rule an op's workspace belongs to: the op's, cuDNN convolution's
