@@ -25,6 +25,7 @@
 
 #include "onnx/onnx_pb.h"
 #include "planner/checked.h"
+#include "planner/op_registry.h"
 #include "planner/shape_inference.h"
 #include "planner/text.h"
 
@@ -366,19 +367,6 @@ std::string InnermostModuleClass(const std::string& v) {
   return entries >= 3 ? prev : std::string();
 }
 
-/// Whether `module_class` (an innermost module's class) is an activation
-/// module that has no `inplace` argument: one outside torch whose class name
-/// ends in "Activation" (transformers.activations.SiLUActivation,
-/// GELUActivation, NewGELUActivation, ...: their forward calls the
-/// out-of-place functional). torch.nn's activation modules (nn.SiLU,
-/// nn.ReLU(inplace=True)) and functional calls inside other modules may run
-/// in place; the export does not say.
-bool ActivationModuleWithoutInPlace(const std::string& module_class) {
-  static const std::string kSuffix = "Activation";
-  if (module_class.rfind("torch.", 0) == 0 || module_class.size() < kSuffix.size()) return false;
-  return module_class.compare(module_class.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
-}
-
 /// Counts the PyTorch op of `fx_text` (an FX node's text) in *record, once
 /// per FX node: the ONNX nodes one op became follow each other and share it.
 void RecordFxNode(Importer* im, const std::string& fx_text, const std::string& module_class,
@@ -476,7 +464,7 @@ Status ReadModules(Importer* im, const onnx::NodeProto& np, const std::string& w
   }
   if (!fx_text.empty()) RecordFxNode(im, fx_text, module_class, record);
   n->modules_known = found;
-  n->runs_out_of_place = ActivationModuleWithoutInPlace(module_class);
+  n->runs_out_of_place = ModuleRunsOutOfPlace(module_class);
   auto too_deep = [&]() {
     return im->Error(where + ": module path nested deeper than " +
                      std::to_string(im->limits.max_module_depth) + " levels");

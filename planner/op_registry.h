@@ -267,6 +267,16 @@ inline bool IsCast(const OpDef& d) {
   return d.output_dtype == OutputDType::kCastTarget || d.output_dtype == OutputDType::kLikeInput1;
 }
 
+/// Whether ops run by a module of class `module_class` (the innermost module
+/// the dynamo exporter's class_hierarchy names) never run in place: an
+/// activation module without an `inplace` argument, one outside torch whose
+/// class name ends in "Activation" (transformers.activations.SiLUActivation,
+/// GELUActivation, ...: their forward calls the out-of-place functional).
+/// torch.nn's activation modules (nn.SiLU, nn.ReLU(inplace=True)) and
+/// functional calls inside other modules may run in place; the export does
+/// not say. Defined beside the in-place activations (ops/elementwise_ops.cc).
+[[nodiscard]] bool ModuleRunsOutOfPlace(const std::string& module_class);
+
 /// Every registered op: "domain::op" (or "op" for the default domain) -> def.
 const std::unordered_map<std::string, OpDef>& AllOps();
 

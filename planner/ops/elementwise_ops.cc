@@ -541,4 +541,10 @@ void RegisterElementwiseOps(OpTable* t) {
   }
 }
 
+bool ModuleRunsOutOfPlace(const std::string& module_class) {
+  static const std::string kSuffix = "Activation";
+  if (module_class.rfind("torch.", 0) == 0 || module_class.size() <= kSuffix.size()) return false;
+  return module_class.compare(module_class.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+}
+
 }  // namespace memplan

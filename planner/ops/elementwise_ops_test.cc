@@ -285,5 +285,16 @@ TEST(ElementwiseOps, AutocastAndDifferentiability) {
   EXPECT_TRUE(FindOp("", "Mul")->differentiable);
 }
 
+// transformers' activation modules take no `inplace` argument; torch.nn's do,
+// and a functional call inside another module may pass one.
+TEST(ElementwiseOps, ActivationModulesWithoutInPlaceArgument) {
+  EXPECT_TRUE(ModuleRunsOutOfPlace("transformers.activations.SiLUActivation"));
+  EXPECT_TRUE(ModuleRunsOutOfPlace("transformers.activations.GELUActivation"));
+  EXPECT_FALSE(ModuleRunsOutOfPlace("torch.nn.modules.activation.SiLU"));
+  EXPECT_FALSE(ModuleRunsOutOfPlace("__main__.ResBlock"));
+  EXPECT_FALSE(ModuleRunsOutOfPlace("Activation"));
+  EXPECT_FALSE(ModuleRunsOutOfPlace(""));
+}
+
 }  // namespace
 }  // namespace memplan
