@@ -157,6 +157,36 @@ const OpDef* PassthroughMatMul() {
   return &def;
 }
 
+// The weight gradient of an unstrided 1x1 convolution in 16 bits, over more
+// than one pixel, as cuDNN's heuristics (PyTorch's default, benchmark off)
+// run it: either an engine that splits the reduction over the images, one
+// float32 [K, C] partial sum per image, then adds them (a workspace of
+// N * K * C * 4 bytes), or one that copies the input and the output gradient
+// (N * H * W * (C + K) * 2). Which one depends on the shape in a way cuDNN
+// does not document; measured on the H200 over 468 shapes
+// (bench/results/cudnn_1x1_wgrad_h200.jsonl, cudnn_ws_grid_h200.jsonl,
+// cudnn_ws_models_h200.jsonl), the split-K engine runs where the input has
+// at most 576 channels and K * C <= 2^19, the copying one elsewhere: 414 of
+// the 468 within 1 MiB or 10 %, 33 under (by at most 102 MiB: 16-channel
+// convolutions over 112x112 pixels that copy), 21 over. mobilenet_v2's last
+// convolution (320 to 1280 channels at 7x7) takes 100 MiB at batch 64 and
+// 12.5 MiB at batch 8 (traces in bench/results/traces/), resnet50's last
+// (512 to 2048) copies. Over one pixel (squeeze-excitation) it takes none.
+int64_t UnitConvWeightGradBytes(const Val& x, const Val& w) {
+  int64_t pixels = 1;
+  for (size_t d = 2; d < x.shape.size(); ++d) pixels = SatMulNonNeg(pixels, x.shape[d]);
+  if (pixels <= 1 || x.shape.size() < 2 || w.shape.size() < 2) return 0;
+  const int64_t n = x.shape[0];
+  const int64_t c = x.shape[1];
+  const int64_t k = w.shape[0];
+  constexpr int64_t kSplitKMaxChannels = 576;
+  constexpr int64_t kSplitKMaxWeights = 1LL << 19;
+  if (c <= kSplitKMaxChannels && SatMulNonNeg(c, k) <= kSplitKMaxWeights) {
+    return SatMulNonNeg(SatMulNonNeg(SatMulNonNeg(n, k), c), 4);
+  }
+  return SatMulNonNeg(SatMulNonNeg(SatMulNonNeg(n, pixels), SatAdd(c, k)), 2);
+}
+
 void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies fp32, ExecOp* op,
                     bool* fp32_conv) {
   if (op->in.size() < 2 || op->in[0] < 0 || op->in[1] < 0 || op->out.empty() || op->out[0] < 0) {
@@ -180,6 +210,9 @@ void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies 
   if (unit) {
     if (input_only && w.requires_grad) {
       op->bwd_weight_workspace = SatAdd(SatAdd(x.bytes, y.bytes), w.bytes);
+    }
+    if (elem == 2 && groups == 1 && w.requires_grad) {
+      op->bwd_weight_workspace = UnitConvWeightGradBytes(x, w);
     }
     return;
   }

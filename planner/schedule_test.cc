@@ -701,6 +701,43 @@ TEST(ScheduleConv, HalfPrecisionConv1dWeightGradientTakesTheInputGradientWorkspa
   EXPECT_EQ(OpOfNode(sf.value(), f.g, "conv")->bwd_weight_workspace, 2 * ws + (4 << 20));
 }
 
+// The weight gradient of an unstrided 16-bit 1x1 convolution: cuDNN splits
+// it over the images (N float32 [K, C] partial sums) up to 576 input channels
+// and K * C <= 2^19, else copies the input and the output gradient
+// (cudnn_1x1_wgrad_h200.jsonl); over one pixel it takes none; in fp32 the
+// unstrided 1x1 weight gradient takes none either (kAll engines).
+TEST(ScheduleConv, HalfPrecisionUnitConvWeightGradientSplitsOverImagesOrCopies) {
+  auto graph = [] {
+    GraphBuilder b;
+    b.Input("x", {S("N"), D(320), D(7), D(7)});
+    b.Input("p", {S("N"), D(320), D(1), D(1)});
+    b.Init("W1", {1280, 320, 1, 1});
+    b.Init("W2", {320, 1280, 1, 1});
+    b.Init("W3", {320, 320, 1, 1});
+    b.Op("Conv", {"x", "W1"}, {"h"}, "expand");
+    b.Op("Conv", {"h", "W2"}, {"y"}, "reduce");
+    b.Op("Conv", {"p", "W3"}, {"q"}, "pixel");
+    b.Output("y");
+    b.Output("q");
+    return b;
+  };
+  GraphBuilder b = graph();
+  auto s = Build(&b, 8, Precision::kBf16);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const ExecOp* expand = OpOfNode(s.value(), b.g, "expand");
+  const ExecOp* reduce = OpOfNode(s.value(), b.g, "reduce");
+  const ExecOp* pixel = OpOfNode(s.value(), b.g, "pixel");
+  ASSERT_TRUE(expand && reduce && pixel);
+  EXPECT_EQ(expand->bwd_weight_workspace, 8LL * 1280 * 320 * 4);
+  EXPECT_EQ(reduce->bwd_weight_workspace, 8LL * 49 * (1280 + 320) * 2);
+  EXPECT_EQ(pixel->bwd_weight_workspace, 0);
+  EXPECT_EQ(expand->fwd_workspace + expand->bwd_workspace, 0);
+  GraphBuilder f = graph();
+  auto sf = Build(&f, 8, Precision::kFp32);
+  ASSERT_TRUE(sf.ok()) << sf.message();
+  EXPECT_EQ(OpOfNode(sf.value(), f.g, "expand")->bwd_weight_workspace, 0);
+}
+
 TEST(ScheduleConv, MaxPoolMakesItsIndicesEvenWithoutAutograd) {
   GraphBuilder b;
   b.Input("x", {S("N"), D(4), D(8), D(8)});

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""The cuDNN workspace of the weight gradient of unstrided 1x1 convolutions in
+16 bits (torch.backends.cudnn.benchmark off, PyTorch's default), over the
+channel pairs and resolutions of common CNNs and batches 8 to 128, called as
+autograd calls it (input and weight gradient together). One JSON line per
+(shape, dtype): the blocks allocated and freed inside the call, with the
+candidates: N*K*C*4 (split-K over the images, float32 partial sums) and
+x + dy (the engine that copies both).
+
+Usage (GPU machine): python3 bench/cudnn_1x1_wgrad.py OUT.jsonl
+"""
+import itertools
+import json
+import sys
+
+import torch
+
+torch.backends.cudnn.benchmark = False
+
+PAIRS = [  # (C, K, H*W side)
+    (64, 256, 56), (256, 64, 56), (128, 512, 28), (512, 128, 28), (256, 1024, 14),
+    (1024, 256, 14), (512, 2048, 7), (2048, 512, 7), (256, 512, 28), (1024, 2048, 7),
+    (320, 1280, 7), (160, 960, 7), (960, 160, 7), (96, 576, 14), (576, 96, 14),
+    (32, 192, 28), (192, 32, 28), (24, 144, 56), (144, 24, 56), (16, 96, 112),
+    (112, 672, 14), (672, 192, 7), (192, 1152, 7), (1152, 320, 7), (384, 1536, 14),
+    (768, 768, 14), (2048, 2048, 7), (64, 64, 56), (128, 128, 28), (40, 240, 28),
+]
+
+
+def transient_blocks(fn):
+    torch.cuda.synchronize()
+    torch.cuda.memory._record_memory_history(max_entries=100000, stacks="python")
+    out = fn()
+    torch.cuda.synchronize()
+    snap = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    live, freed = {}, []
+    for e in snap["device_traces"][0]:
+        if e["action"] == "alloc":
+            live[e["addr"]] = e["size"]
+        elif e["action"] == "free_completed" and e["addr"] in live:
+            freed.append(live.pop(e["addr"]))
+    del out
+    return freed
+
+
+def measure(n, c, k, hw, dtype, dims):
+    shape = (n, c, hw, hw) if dims == 2 else (n, c, hw * hw)
+    x = torch.randn(*shape, device="cuda", dtype=dtype)
+    w = torch.randn(k, c, *([1] * dims), device="cuda", dtype=dtype)
+    y = (torch.nn.functional.conv2d if dims == 2 else torch.nn.functional.conv1d)(x, w)
+    gy = torch.randn_like(y)
+    args = ([1] * dims, [0] * dims, [1] * dims, False, [0] * dims, 1)
+    both = transient_blocks(lambda: torch.ops.aten.convolution_backward(
+        gy, x, w, None, *args, [True, True, False]))
+    es = x.element_size()
+    rec = dict(n=n, c=c, k=k, hw=hw, dims=dims, dtype=str(dtype).replace("torch.", ""),
+               in_bytes=x.numel() * es, out_bytes=y.numel() * es, w_bytes=w.numel() * es,
+               split_k=n * c * k * 4, copies=(x.numel() + y.numel()) * es, bwd=both)
+    del x, w, y, gy
+    torch.cuda.empty_cache()
+    return rec
+
+
+def main():
+    out = open(sys.argv[1], "w")
+    for (c, k, hw), n, dt, dims in itertools.product(
+            PAIRS, [8, 32, 64, 128], [torch.bfloat16, torch.float16], [2, 1]):
+        if dims == 1 and (dt == torch.float16 or n == 128):
+            continue
+        try:
+            out.write(json.dumps(measure(n, c, k, hw, dt, dims)) + "\n")
+        except Exception as e:  # noqa: BLE001 - record and go on
+            out.write(json.dumps(dict(shape=[n, c, k, hw, dims], dtype=str(dt),
+                                      error=repr(e)[:200])) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()
