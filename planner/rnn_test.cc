@@ -452,17 +452,33 @@ Result<Schedule> TwoLayerLstmSchedule(Precision p) {
 
 // Under autocast the call runs in bf16 on one flat bf16 copy of all its
 // weights, kept for backward.
+// ... and casts them before the input (AutocastRNN.cpp flattens the weights,
+// then passes cached_cast(input) to _cudnn_rnn).
 TEST(RnnSchedule, AutocastCastsTheWeightsIntoOneFlatCopy) {
   auto s = TwoLayerLstmSchedule(Precision::kAmpBf16);
   ASSERT_TRUE(s.ok()) << s.message();
   const Schedule& sc = s.value();
   int flat = -1;
-  for (const ExecOp& op : sc.ops) {
-    if (op.op_type == "Cast" && op.in.size() == 8) flat = op.out[0];
+  size_t flat_at = 0;
+  for (size_t i = 0; i < sc.ops.size(); ++i) {
+    const ExecOp& op = sc.ops[i];
+    if (op.op_type == "Cast" && op.in.size() == 8) {
+      flat = op.out[0];
+      flat_at = i;
+    }
     if (op.op_type != "LSTM") continue;
     ASSERT_GE(flat, 0);
     EXPECT_EQ(op.in[1], flat);
     EXPECT_EQ(sc.vals[op.in[0]].dtype, DType::kBFloat16);
+    size_t input_cast_at = sc.ops.size();
+    for (size_t j = 0; j < i; ++j) {
+      if (sc.ops[j].op_type == "Cast" && sc.ops[j].out.size() == 1 &&
+          sc.ops[j].out[0] == op.in[0]) {
+        input_cast_at = j;
+      }
+    }
+    ASSERT_LT(input_cast_at, i);
+    EXPECT_LT(flat_at, input_cast_at);
   }
   ASSERT_GE(flat, 0);
   EXPECT_EQ(sc.vals[flat].bytes, 2 * sc.parameter_count);
