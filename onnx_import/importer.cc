@@ -20,6 +20,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -401,7 +402,8 @@ void RecordFxNode(Importer* im, const std::string& fx_text, const std::string& m
 // Module paths repeat their parents' prefixes, so their size grows with the
 // square of the depth: the depth and the bytes of all paths are bounded.
 Status ReadModules(Importer* im, const onnx::NodeProto& np, const std::string& where, Node* n,
-                   ExporterRecord* record, std::set<std::string>* buffer_args) {
+                   ExporterRecord* record, std::set<std::string>* buffer_args,
+                   std::string* stack_trace) {
   // NodeProto.metadata_props (field 9, IR 10) is newer than Debian's schema:
   // read it from the unknown fields, parsing only the entries we use.
   static const std::string kScopes = "pkg.torch.onnx.name_scopes";
@@ -420,6 +422,12 @@ Status ReadModules(Importer* im, const onnx::NodeProto& np, const std::string& w
       onnx::StringStringEntryProto ch;
       if (ch.ParseFromString(raw) && ch.key() == "pkg.torch.onnx.class_hierarchy") {
         module_class = InnermostModuleClass(ch.value());
+      }
+    }
+    if (raw.find("pkg.torch.onnx.stack_trace") != std::string::npos) {
+      onnx::StringStringEntryProto st;
+      if (st.ParseFromString(raw) && st.key() == "pkg.torch.onnx.stack_trace") {
+        *stack_trace = st.value();
       }
     }
     if (raw.find("pkg.torch.onnx.fx_node") != std::string::npos) {
@@ -681,6 +689,37 @@ bool OverridesInitializer(const onnx::TypeProto& type, const Tensor& init) {
   return false;
 }
 
+/// Graph::frames and Graph::stacks as they are built: each once.
+struct InternedFrames {
+  std::map<std::tuple<std::string, int, std::string>, int> frames;
+  std::map<std::vector<int>, int> stacks;
+};
+
+/// Node::stack for `frames`, the node's stack trace: -1 unless they are
+/// the root module's forward and one frame per module of n.modules (the
+/// dynamo exporter records one per module call; a graph module it runs
+/// inside a module, rotary embeddings under autocast, shows its own).
+int InternStack(std::vector<SourceFrame> frames, const Node& n, InternedFrames* in, Graph* g) {
+  if (frames.empty() || frames.size() != n.modules.size() + 1) return -1;
+  std::vector<int> ids;
+  ids.reserve(frames.size());
+  for (SourceFrame& f : frames) {
+    auto key = std::make_tuple(f.file, f.line, f.function);
+    auto it = in->frames.find(key);
+    if (it == in->frames.end()) {
+      it = in->frames.emplace(std::move(key), static_cast<int>(g->frames.size())).first;
+      g->frames.push_back(std::move(f));
+    }
+    ids.push_back(it->second);
+  }
+  auto it = in->stacks.find(ids);
+  if (it == in->stacks.end()) {
+    it = in->stacks.emplace(ids, static_cast<int>(g->stacks.size())).first;
+    g->stacks.push_back(std::move(ids));
+  }
+  return it->second;
+}
+
 Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g) {
   g->name = gp.name();
   // Every node, initializer and input adds a tensor or two: reserving them
@@ -762,6 +801,7 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
   }
   // Nodes: each output is produced once.
   std::set<std::string> buffer_args;  // placeholder names of module buffers
+  InternedFrames interned;
   for (int ni = 0; ni < gp.node_size(); ++ni) {
     const auto& np = gp.node(ni);
     if (++im->total_nodes > im->limits.max_nodes) {
@@ -792,8 +832,10 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
       }
     }
     const std::string where = "node '" + n.Label(ni) + "'";
-    Status modules_ok = ReadModules(im, np, where, &n, &g->exporter, &buffer_args);
+    std::string stack_trace;
+    Status modules_ok = ReadModules(im, np, where, &n, &g->exporter, &buffer_args, &stack_trace);
     if (!modules_ok.ok()) return modules_ok;
+    if (!stack_trace.empty()) n.stack = InternStack(ParseStackTrace(stack_trace), n, &interned, g);
     if (n.op_type.empty()) return im->Error(where + ": empty op_type");
     if (!im->functions.empty() && im->functions.count(n.domain + '\n' + n.op_type)) {
       return im->Error(where + ": calls the model-local function '" +
@@ -920,6 +962,217 @@ Result<Graph> ImportFromStream(google::protobuf::io::ZeroCopyInputStream* input,
                                const std::string& source, const ImportLimits& limits);
 
 }  // namespace
+
+namespace {
+
+bool IsIdentifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  }
+  static const std::set<std::string> kKeywords = {
+      "False", "None",     "True",  "and",    "as",   "assert", "async",  "await",    "break",
+      "class", "continue", "def",   "del",    "elif", "else",   "except", "finally",  "for",
+      "from",  "global",   "if",    "import", "in",   "is",     "lambda", "nonlocal", "not",
+      "or",    "pass",     "raise", "return", "try",  "while",  "with",   "yield"};
+  return kKeywords.count(s) == 0;
+}
+
+std::string Trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+// The names of an assignment's target list ("a, (b, c)" -> "a", ""): a
+// nested, starred, attribute or subscript target is no plain name ("").
+std::vector<std::string> TargetNames(std::string t) {
+  t = Trim(t);
+  if (t.size() >= 2 &&
+      ((t.front() == '(' && t.back() == ')') || (t.front() == '[' && t.back() == ']'))) {
+    t = t.substr(1, t.size() - 2);
+  }
+  std::vector<std::string> names;
+  int depth = 0;
+  std::string cur;
+  for (char c : t) {
+    if (c == '(' || c == '[' || c == '{') ++depth;
+    if (c == ')' || c == ']' || c == '}') --depth;
+    if (c == ',' && depth == 0) {
+      names.push_back(Trim(cur));
+      cur.clear();
+      continue;
+    }
+    cur += c;
+  }
+  if (!Trim(cur).empty() || names.empty()) names.push_back(Trim(cur));  // "a," is one target
+  for (std::string& n : names) {
+    if (!IsIdentifier(n)) n.clear();
+  }
+  return names;
+}
+
+bool StartsWithWord(const std::string& text, const char* w) {
+  const size_t n = std::strlen(w);
+  return text.compare(0, n, w) == 0 &&
+         (text.size() == n ||
+          !(std::isalnum(static_cast<unsigned char>(text[n])) || text[n] == '_'));
+}
+
+}  // namespace
+
+PyStatement ParsePyStatement(const std::string& raw) {
+  PyStatement st;  // kUnknown
+  // The line without its comment, and the top-level assignment '=' signs
+  // in it, outside strings.
+  std::string line;
+  std::vector<size_t> eqs;
+  size_t augmented_op = std::string::npos;  // where `+=`'s operator starts
+  int depth = 0;
+  char quote = 0;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const char c = raw[i];
+    if (quote != 0) {
+      line += c;
+      if (c == '\\' && i + 1 < raw.size()) {
+        line += raw[++i];
+      } else if (c == quote) {
+        quote = 0;
+      }
+      continue;
+    }
+    if (c == '#') break;
+    if (c == '\'' || c == '"') quote = c;
+    if (c == '(' || c == '[' || c == '{') ++depth;
+    if ((c == ')' || c == ']' || c == '}') && --depth < 0) {
+      return st;  // closes a bracket an earlier line opened
+    }
+    if (c == '=' && depth == 0) {
+      const char prev = line.empty() ? ' ' : line.back();
+      const char next = i + 1 < raw.size() ? raw[i + 1] : ' ';
+      const bool shift_op = (prev == '<' || prev == '>') && line.size() >= 2 &&
+                            line[line.size() - 2] == prev;  // `<<=`, `>>=`
+      if (next == '=') {                                    // `==`
+        line += c;
+        line += raw[++i];
+        continue;
+      }
+      if (prev == '=' || prev == '!' || prev == ':' ||
+          ((prev == '<' || prev == '>') && !shift_op)) {
+        line += c;  // `!=`, `:=`, `<=`, `>=`
+        continue;
+      }
+      // An assignment's '=' (or its operator, in `a += b`) follows a space:
+      // `key=value` is a keyword argument of a call an earlier line opened.
+      size_t op = line.size();
+      while (op > 0 && line[op - 1] != '\0' &&
+             std::strchr("+-*/%@&|^<>", line[op - 1]) != nullptr) {
+        --op;
+      }
+      if (op == 0 || line[op - 1] != ' ') return st;
+      if (op != line.size()) {
+        if (!eqs.empty()) return st;
+        augmented_op = op;
+      } else if (augmented_op != std::string::npos) {
+        return st;
+      }
+      eqs.push_back(line.size());
+    }
+    line += c;
+  }
+  const std::string text = Trim(line);
+  if (text.empty() || quote != 0) return st;
+  // A continuation line: a trailing comma or backslash, a leading operator
+  // or closing bracket.
+  const char last = text.back();
+  if (last == ',' || last == '\\') return st;
+  if (text.front() == '\0' || std::strchr(".,+-*/%@&|^<>=~:", text.front()) != nullptr) return st;
+  for (const char* word : {"and", "or", "else", "in", "is", "not", "if", "for"}) {
+    // `if ...:` and `for ...:` headers bind nothing followed here (a loop
+    // variable is not); `and x`, `else y`, `for x in y)` continue a line.
+    if (StartsWithWord(text, word)) {
+      if (last == ':') st.kind = PyStatement::Kind::kOther;
+      return st;
+    }
+  }
+  if (StartsWithWord(text, "return")) {
+    st.kind = PyStatement::Kind::kReturn;
+    return st;
+  }
+  for (const char* word : {"elif",    "while",  "with", "assert", "raise",  "del",     "yield",
+                           "await",   "lambda", "pass", "import", "from",   "try",     "except",
+                           "finally", "async",  "def",  "class",  "global", "nonlocal"}) {
+    if (StartsWithWord(text, word)) {
+      st.kind = PyStatement::Kind::kOther;
+      return st;
+    }
+  }
+  st.kind = PyStatement::Kind::kOther;  // an expression statement, or `a: T`
+  if (eqs.empty()) return st;
+  size_t begin = 0;
+  for (size_t k = 0; k < eqs.size(); ++k) {
+    const size_t end = (k == 0 && augmented_op != std::string::npos) ? augmented_op : eqs[k];
+    std::string target = line.substr(begin, end - begin);
+    if (k == 0) {  // `a: T = v`: the annotation is no target
+      int d = 0;
+      for (size_t i = 0; i < target.size(); ++i) {
+        if (target[i] == '(' || target[i] == '[' || target[i] == '{') ++d;
+        if (target[i] == ')' || target[i] == ']' || target[i] == '}') --d;
+        if (target[i] == ':' && d == 0) {
+          target.resize(i);
+          break;
+        }
+      }
+    }
+    if (Trim(target).empty()) return PyStatement();
+    st.targets.push_back(TargetNames(target));
+    begin = eqs[k] + 1;
+  }
+  st.kind = PyStatement::Kind::kAssign;
+  return st;
+}
+
+std::vector<SourceFrame> ParseStackTrace(const std::string& trace) {
+  // Per frame: `File "PATH", line N, in FUNCTION`, then its source line.
+  static const std::string kFile = "File \"";
+  static const std::string kLine = ", line ";
+  static const std::string kIn = ", in ";
+  std::vector<SourceFrame> frames;
+  size_t at = trace.find(kFile);
+  while (at != std::string::npos) {
+    SourceFrame f;
+    const size_t path_begin = at + kFile.size();
+    const size_t path_end = trace.find('"', path_begin);
+    if (path_end == std::string::npos) break;
+    f.file = trace.substr(path_begin, path_end - path_begin);
+    size_t p = path_end + 1;
+    if (trace.compare(p, kLine.size(), kLine) != 0) break;
+    p += kLine.size();
+    int64_t line = 0;
+    while (p < trace.size() && std::isdigit(static_cast<unsigned char>(trace[p])) &&
+           line < (int64_t{1} << 30)) {
+      line = line * 10 + (trace[p++] - '0');
+    }
+    f.line = static_cast<int>(line);
+    if (trace.compare(p, kIn.size(), kIn) != 0) break;
+    p += kIn.size();
+    const size_t eol = trace.find('\n', p);
+    f.function = trace.substr(p, eol == std::string::npos ? std::string::npos : eol - p);
+    size_t next = std::string::npos;
+    if (eol != std::string::npos) {
+      next = trace.find(kFile, eol);
+      const size_t src_end = trace.find('\n', eol + 1);
+      const std::string src = trace.substr(
+          eol + 1, src_end == std::string::npos ? std::string::npos : src_end - eol - 1);
+      // No source line when the next frame follows at once.
+      if (src.find(kFile) == std::string::npos) f.statement = ParsePyStatement(src);
+    }
+    frames.push_back(std::move(f));
+    at = next;
+  }
+  return frames;
+}
 
 Result<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& source,
                               const ImportLimits& limits) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "planner/graph.h"
 #include "planner/status.h"
@@ -33,6 +34,17 @@ Result<Graph> ImportOnnxFile(const std::string& path, const ImportLimits& limits
 /// Same, from bytes already in memory; `source` names them in errors.
 Result<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& source,
                               const ImportLimits& limits = {});
+
+/// What the first source line of a Python statement binds, as the dynamo
+/// exporter's stack trace shows it ("q, k, v = self.qkv(x).unbind(0)" ->
+/// kAssign with targets {{"q", "k", "v"}}). A line that cannot start a
+/// statement (unbalanced closing brackets, a trailing comma, a leading
+/// operator, `key=value` without spaces) is kUnknown.
+PyStatement ParsePyStatement(const std::string& line);
+
+/// The frames of a `pkg.torch.onnx.stack_trace` value, outermost first:
+/// file, line, function, and the statement its source line starts.
+std::vector<SourceFrame> ParseStackTrace(const std::string& trace);
 
 }  // namespace memplan
 

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "onnx/onnx_pb.h"
 
@@ -102,6 +103,107 @@ TEST(ImporterTest, RecordsTheExportersPyTorchOps) {
   ASSERT_TRUE(ts.ok()) << ts.message();
   EXPECT_EQ(ts->exporter.fx_nodes, 0);
   EXPECT_TRUE(ts->exporter.aten_ops.empty());
+}
+
+std::vector<std::vector<std::string>> TargetsOf(const std::string& line) {
+  const PyStatement st = ParsePyStatement(line);
+  EXPECT_EQ(st.kind, PyStatement::Kind::kAssign) << line;
+  return st.targets;
+}
+
+PyStatement::Kind KindOf(const std::string& line) { return ParsePyStatement(line).kind; }
+
+using Targets = std::vector<std::vector<std::string>>;
+
+TEST(ParsePyStatement, ReadsTheTargetsOfAnAssignment) {
+  EXPECT_EQ(TargetsOf("x = self.patch(x).flatten(2).transpose(1, 2)"), (Targets{{"x"}}));
+  EXPECT_EQ(
+      TargetsOf("    q, k, v = self.qkv(self.ln1(x)).unflatten(-1, (3, self.heads, -1)).permute("),
+      (Targets{{"q", "k", "v"}}));
+  EXPECT_EQ(TargetsOf("attn_output, _ = self.attn("), (Targets{{"attn_output", "_"}}));
+  EXPECT_EQ(TargetsOf("outputs: BaseModelOutputWithPast = self.model("), (Targets{{"outputs"}}));
+  EXPECT_EQ(TargetsOf("inputs_embeds: torch.Tensor = self.embed_tokens(input_ids)"),
+            (Targets{{"inputs_embeds"}}));
+  EXPECT_EQ(TargetsOf("query = key = value = query.transpose(1, 0)"),
+            (Targets{{"query"}, {"key"}, {"value"}}));
+  EXPECT_EQ(TargetsOf("hidden_states += residual"), (Targets{{"hidden_states"}}));
+  EXPECT_EQ(TargetsOf("x >>= 1"), (Targets{{"x"}}));
+  EXPECT_EQ(TargetsOf("(a, b) = f(x)  # comment = here"), (Targets{{"a", "b"}}));
+  EXPECT_EQ(TargetsOf("a, = f(x)"), (Targets{{"a"}}));
+  // Targets that are no plain local name keep their place, empty.
+  EXPECT_EQ(TargetsOf("self.cache, x[0], *rest, y = f(x)"), (Targets{{"", "", "", "y"}}));
+  EXPECT_EQ(TargetsOf("mask = (x == 0) | (y <= 1) & (z != 2)"), (Targets{{"mask"}}));
+  EXPECT_EQ(TargetsOf("s = f(key='a=b', n=3)"), (Targets{{"s"}}));
+}
+
+TEST(ParsePyStatement, TellsReturnsAndStatementsThatBindNothing) {
+  EXPECT_EQ(KindOf("return F.linear(input, self.weight, self.bias)"), PyStatement::Kind::kReturn);
+  EXPECT_EQ(KindOf("return x + self.mlp(self.ln2(x))"), PyStatement::Kind::kReturn);
+  EXPECT_EQ(KindOf("hidden_states.add_(residual)"), PyStatement::Kind::kOther);
+  EXPECT_EQ(KindOf("if x.shape[0] == 1:"), PyStatement::Kind::kOther);
+  EXPECT_EQ(KindOf("for blk in self.blocks:"), PyStatement::Kind::kOther);
+  EXPECT_EQ(KindOf("a: torch.Tensor"), PyStatement::Kind::kOther);
+  EXPECT_EQ(KindOf("returned = x"), PyStatement::Kind::kAssign);
+}
+
+TEST(ParsePyStatement, ContinuationLinesAreUnknown) {
+  // Lines of a statement an earlier line started: keyword arguments, a
+  // closing bracket, a leading operator.
+  EXPECT_EQ(KindOf("    attention_mask=causal_mask,"), PyStatement::Kind::kUnknown);
+  EXPECT_EQ(KindOf("hidden_states=self.ln(hidden_states)"), PyStatement::Kind::kUnknown);
+  EXPECT_EQ(KindOf("            2, 0, 3, 1, 4).unbind(0)"), PyStatement::Kind::kUnknown);
+  EXPECT_EQ(KindOf("x = f(a))"), PyStatement::Kind::kUnknown);
+  EXPECT_EQ(KindOf("    + self.bias"), PyStatement::Kind::kUnknown);
+  EXPECT_EQ(KindOf(".transpose(1, 2)"), PyStatement::Kind::kUnknown);
+  EXPECT_EQ(KindOf("else self.default"), PyStatement::Kind::kUnknown);
+  EXPECT_EQ(KindOf(""), PyStatement::Kind::kUnknown);
+  EXPECT_EQ(KindOf("s = 'unterminated"), PyStatement::Kind::kUnknown);
+}
+
+TEST(ParseStackTrace, ReadsEveryFrameAndItsStatement) {
+  const std::string trace =
+      "File \"/work/bench/families.py\", line 487, in forward\n"
+      "    img = F.normalize(self.visual(image), dim=-1)\n"
+      "  File \"/work/bench/families.py\", line 429, in forward\n"
+      "    q, k, v = self.qkv(self.ln1(x)).unflatten(-1, (3, self.heads, -1)).permute(\n"
+      "  File \"/opt/torch/nn/modules/linear.py\", line 134, in forward\n"
+      "    return F.linear(input, self.weight, self.bias)";
+  const std::vector<SourceFrame> f = ParseStackTrace(trace);
+  ASSERT_EQ(f.size(), 3u);
+  EXPECT_EQ(f[0].file, "/work/bench/families.py");
+  EXPECT_EQ(f[0].line, 487);
+  EXPECT_EQ(f[0].function, "forward");
+  EXPECT_EQ(f[0].statement.targets, (Targets{{"img"}}));
+  EXPECT_EQ(f[1].line, 429);
+  EXPECT_EQ(f[1].statement.targets, (Targets{{"q", "k", "v"}}));
+  EXPECT_EQ(f[2].file, "/opt/torch/nn/modules/linear.py");
+  EXPECT_EQ(f[2].statement.kind, PyStatement::Kind::kReturn);
+  EXPECT_TRUE(ParseStackTrace("").empty());
+  EXPECT_TRUE(ParseStackTrace("File \"x.py\", line").empty());
+}
+
+// The dynamo exporter's stack traces become Node::stack: one frame per
+// module call plus the root's; a TorchScript export has none.
+TEST(ImporterTest, ReadsTheExportersStackTraces) {
+  auto clip = ImportOnnxFile(ModelPath("clip_n_train"));
+  ASSERT_TRUE(clip.ok()) << clip.message();
+  int with_stack = 0, qkv = 0;
+  for (const Node& n : clip->nodes) {
+    if (n.stack < 0) continue;
+    ++with_stack;
+    const std::vector<int>& st = clip->stacks[n.stack];
+    ASSERT_EQ(st.size(), n.modules.size() + 1) << n.name;
+    for (int f : st) {
+      const SourceFrame& fr = clip->frames[f];
+      if (fr.statement.targets == Targets{{"q", "k", "v"}}) ++qkv;
+    }
+  }
+  EXPECT_GT(with_stack, static_cast<int>(clip->nodes.size()) * 9 / 10);
+  EXPECT_GT(qkv, 0);
+  auto ts = ImportOnnxFile(ModelPath("bert_base_train_ts"));
+  ASSERT_TRUE(ts.ok()) << ts.message();
+  EXPECT_TRUE(ts->stacks.empty());
+  for (const Node& n : ts->nodes) EXPECT_EQ(n.stack, -1);
 }
 
 // transformers' activation modules (SiLUActivation) take no `inplace`

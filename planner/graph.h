@@ -64,6 +64,33 @@ struct Attribute {
 
 struct Graph;
 
+/// What the first source line of a Python statement binds (the dynamo
+/// exporter's stack trace shows one line per frame): `a = ...`,
+/// `a, b = ...`, `a: T = ...`, `a += ...`, `a = b = ...`, `return ...`, or
+/// neither (an expression statement, a compound statement's header, a
+/// continuation line of a longer statement).
+struct PyStatement {
+  enum class Kind : uint8_t {
+    kOther,   ///< Binds no local (expression, `if ...:`, `for ...:`).
+    kAssign,  ///< Assignment, annotated or augmented.
+    kReturn,
+    kUnknown,  ///< Not the statement's first line, or not parsed.
+  };
+  Kind kind = Kind::kUnknown;
+  /// kAssign: one list per `=` (chained assignment), each the targets in
+  /// order; "" for a target that is no plain name (`self.x`, `a[i]`, `*r`).
+  std::vector<std::vector<std::string>> targets;
+};
+
+/// One Python frame of a node's stack trace: a module's forward, running
+/// the statement at `line`.
+struct SourceFrame {
+  std::string file;
+  int line = 0;
+  std::string function;
+  PyStatement statement;
+};
+
 /// An operator application. Inputs/outputs are tensor indices; -1 = absent.
 struct Node {
   std::string name;
@@ -77,6 +104,11 @@ struct Node {
   /// argument (transformers.activations: SiLUActivation, GELUActivation, ...
   /// call the out-of-place functional), so the op never runs in place.
   bool runs_out_of_place = false;
+  /// The Python frames that ran the node (the dynamo exporter's
+  /// `pkg.torch.onnx.stack_trace`): an index into Graph::stacks, whose
+  /// frames are the root module's forward, then one per entry of `modules`;
+  /// -1 when not recorded or when the frames do not match the modules.
+  int stack = -1;
   std::vector<int> inputs;
   std::vector<int> outputs;
   std::map<std::string, Attribute> attrs;
@@ -126,6 +158,10 @@ struct Graph {
   /// Initializer id -> the path its external data names, as written; never
   /// opened (kept off Tensor: a large graph holds a million tensors).
   std::map<int, std::string> external_locations;
+  /// The Python frames of the nodes' stack traces (Node::stack), each once;
+  /// a stack lists indices into `frames`, outermost first.
+  std::vector<SourceFrame> frames;
+  std::vector<std::vector<int>> stacks;
 
   /// Index of the tensor called `name`, or -1.
   int Find(const std::string& name) const;

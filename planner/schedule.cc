@@ -15,6 +15,7 @@
 #include "planner/ops/op_names.h"
 #include "planner/ops/op_util.h"
 #include "planner/params.h"
+#include "planner/python_locals.h"
 #include "planner/reduce_kernel.h"
 #include "planner/rnn.h"
 #include "planner/sdpa.h"
@@ -1830,7 +1831,10 @@ Result<Schedule> BuildSchedule(const Graph& g, const PlanOptions& options,
                                const ScheduleAnalysis& a) {
   Builder b(g, options, a);
   Result<Schedule> s = b.Build();
-  if (s.ok()) MarkModuleArguments(g, &s.value());
+  if (s.ok()) {
+    MarkModuleArguments(g, &s.value());
+    MarkPythonLocals(g, &s.value());
+  }
   return s;
 }
 

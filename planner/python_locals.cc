@@ -1,0 +1,186 @@
+#include "planner/python_locals.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace memplan {
+namespace {
+
+// A run of ops in one frame at one line.
+struct Execution {
+  int first = 0;
+  int last = 0;
+  int frame = -1;  // Graph::frames index (its line and statement)
+};
+
+}  // namespace
+
+void MarkPythonLocals(const Graph& g, Schedule* s) {
+  if (g.stacks.empty()) return;
+  const int n = static_cast<int>(s->ops.size());
+  // Each op's node: its own (or the one whose processing made it), else
+  // the next op's (casts and copies run for the op after them).
+  std::vector<int> node_of(n, -1);
+  {
+    int next = -1;
+    for (int i = n - 1; i >= 0; --i) {
+      const ExecOp& op = s->ops[i];
+      const int node = op.scope_node >= 0 ? op.scope_node : op.node;
+      if (node >= 0) next = node;
+      node_of[i] = next;
+    }
+  }
+  // Each op's stack: its node's, else the previous op's (the nodes the
+  // exporter adds to lower one PyTorch op carry no metadata).
+  std::vector<int> stack_of(n, -1);
+  std::vector<int> node_of_stack(n, -1);  // the node whose stack it is (its modules)
+  {
+    int prev = -1, prev_node = -1;
+    for (int i = 0; i < n; ++i) {
+      const int node = node_of[i];
+      const int st = node >= 0 ? g.nodes[node].stack : -1;
+      if (st >= 0 && st < static_cast<int>(g.stacks.size()) &&
+          g.stacks[st].size() == g.nodes[node].modules.size() + 1) {
+        prev = g.nodes[node].stack;
+        prev_node = node;
+      }
+      stack_of[i] = prev;
+      node_of_stack[i] = prev_node;
+    }
+  }
+  // The last op reading each value (n: a graph output, read after the
+  // forward).
+  std::vector<int> last_read(s->vals.size(), -1);
+  std::vector<int> producer(s->vals.size(), -1);
+  for (int i = 0; i < n; ++i) {
+    for (int v : s->ops[i].in) {
+      if (v >= 0) last_read[v] = std::max(last_read[v], i);
+    }
+    for (int v : s->ops[i].out) {
+      if (v >= 0 && producer[v] < 0) producer[v] = i;
+    }
+  }
+  for (int o : g.outputs) {
+    if (o >= 0 && o < static_cast<int>(last_read.size())) last_read[o] = n;
+  }
+  auto bindable = [&](int v) {
+    const Val& val = s->vals[v];
+    return !val.is_param && !val.is_buffer && !val.phantom && producer[v] >= 0;
+  };
+  // What an execution binds: the values its ops made that later ops read,
+  // in the order they were made.
+  auto results = [&](const Execution& e) {
+    std::vector<int> out;
+    for (int i = e.first; i <= e.last; ++i) {
+      for (int v : s->ops[i].out) {
+        if (v >= 0 && producer[v] == i && last_read[v] > e.last && bindable(v)) out.push_back(v);
+      }
+    }
+    return out;
+  };
+  auto hold = [&](int v, int until) {
+    Val& val = s->vals[v];
+    val.held_until = std::max(val.held_until, until);
+  };
+  // A frame invocation's executions, bound when it returns (its last op).
+  auto close_frame = [&](const std::vector<Execution>& ex, int frame_last) {
+    for (size_t k = 0; k < ex.size(); ++k) {
+      const PyStatement& st = g.frames[ex[k].frame].statement;
+      if (st.kind != PyStatement::Kind::kAssign) continue;
+      const std::vector<int> vals = results(ex[k]);
+      if (vals.empty()) continue;
+      // Where each name is bound again: the end of that execution, or the
+      // frame's return.
+      std::map<std::string, int> rebound;
+      for (const auto& list : st.targets) {
+        for (const std::string& name : list) {
+          if (name.empty() || rebound.count(name)) continue;
+          int until = frame_last;
+          for (size_t m = k + 1; m < ex.size() && until == frame_last; ++m) {
+            const PyStatement& later = g.frames[ex[m].frame].statement;
+            if (later.kind != PyStatement::Kind::kAssign) continue;
+            for (const auto& l : later.targets) {
+              if (std::find(l.begin(), l.end(), name) != l.end()) until = ex[m].last;
+            }
+          }
+          rebound[name] = until;
+        }
+      }
+      // A value lives while some target list's name refers to it.
+      std::vector<int> until(vals.size(), -1);
+      for (const auto& list : st.targets) {
+        auto of = [&](const std::string& name) { return name.empty() ? -1 : rebound[name]; };
+        if (list.size() == 1 || list.size() == vals.size()) {
+          for (size_t j = 0; j < vals.size(); ++j) {
+            until[j] = std::max(until[j], of(list.size() == 1 ? list[0] : list[j]));
+          }
+        } else {
+          // Which value went to which name is not known: each to the name
+          // bound again first (a name that is no plain one keeps nothing).
+          int first = std::numeric_limits<int>::max();
+          for (const std::string& name : list) first = std::min(first, of(name));
+          for (size_t j = 0; j < vals.size(); ++j) until[j] = std::max(until[j], first);
+        }
+      }
+      for (size_t j = 0; j < vals.size(); ++j) {
+        if (until[j] > ex[k].last) hold(vals[j], until[j]);
+      }
+    }
+  };
+  // Open frame invocations, outermost first: their executions so far.
+  std::vector<std::vector<Execution>> open;
+  auto depth_of = [&](int i) {
+    return stack_of[i] < 0 ? 0 : static_cast<int>(g.stacks[stack_of[i]].size());
+  };
+  // Frame d of op i is the invocation of op i - 1's frame d: the callers ran
+  // the same lines, and the frame is the same module's forward.
+  auto same_invocation = [&](int a, int b, int d) {
+    const std::vector<int>& sa = g.stacks[stack_of[a]];
+    const std::vector<int>& sb = g.stacks[stack_of[b]];
+    const SourceFrame& fa = g.frames[sa[d]];
+    const SourceFrame& fb = g.frames[sb[d]];
+    if (fa.file != fb.file || fa.function != fb.function) return false;
+    if (d > 0 &&
+        g.nodes[node_of_stack[a]].modules[d - 1] != g.nodes[node_of_stack[b]].modules[d - 1]) {
+      return false;
+    }
+    return true;
+  };
+  for (int i = 0; i <= n; ++i) {
+    const int depth = i < n ? depth_of(i) : 0;
+    // How many of the open invocations op i continues.
+    int keep = 0;
+    if (i > 0 && i < n && stack_of[i] >= 0 && stack_of[i - 1] >= 0) {
+      const std::vector<int>& sa = g.stacks[stack_of[i - 1]];
+      const std::vector<int>& sb = g.stacks[stack_of[i]];
+      const int common = std::min(static_cast<int>(open.size()), depth);
+      while (keep < common && same_invocation(i - 1, i, keep)) {
+        if (sa[keep] != sb[keep]) {  // a new line in that frame: callees return
+          ++keep;
+          break;
+        }
+        ++keep;
+      }
+    }
+    while (static_cast<int>(open.size()) > keep) {
+      close_frame(open.back(), i - 1);
+      open.pop_back();
+    }
+    if (i == n || stack_of[i] < 0) continue;
+    const std::vector<int>& st = g.stacks[stack_of[i]];
+    for (int d = 0; d < depth; ++d) {
+      if (d >= static_cast<int>(open.size())) open.emplace_back();
+      std::vector<Execution>& ex = open[d];
+      if (!ex.empty() && ex.back().frame == st[d] && ex.back().last == i - 1) {
+        ex.back().last = i;
+      } else {
+        ex.push_back({i, i, st[d]});
+      }
+    }
+  }
+}
+
+}  // namespace memplan

@@ -1,0 +1,210 @@
+#include "planner/python_locals.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "planner/ops/test_graph.h"
+#include "planner/plan.h"
+#include "planner/shape_inference.h"
+
+namespace memplan {
+namespace {
+
+using testing_util::D;
+using testing_util::GraphBuilder;
+using testing_util::S;
+
+constexpr int64_t kMiB = 1 << 20;
+
+PyStatement Assign(std::vector<std::vector<std::string>> targets) {
+  PyStatement st;
+  st.kind = PyStatement::Kind::kAssign;
+  st.targets = std::move(targets);
+  return st;
+}
+
+PyStatement Return() {
+  PyStatement st;
+  st.kind = PyStatement::Kind::kReturn;
+  return st;
+}
+
+// Frames of a stack trace, as the importer interns them.
+struct Frames {
+  Graph* g;
+  int Add(const std::string& file, int line, PyStatement st) {
+    g->frames.push_back({file, line, "forward", std::move(st)});
+    return static_cast<int>(g->frames.size()) - 1;
+  }
+  // Runs node `n` in `modules`, with one frame per module plus the root's.
+  void Run(Node& n, std::vector<std::string> modules, std::vector<int> stack) {
+    n.modules = std::move(modules);
+    n.modules_known = true;
+    if (!n.modules.empty()) n.scope = n.modules.back();
+    g->stacks.push_back(std::move(stack));
+    n.stack = static_cast<int>(g->stacks.size()) - 1;
+  }
+};
+
+Schedule ScheduleOf(GraphBuilder& b, int64_t batch) {
+  ShapeBindings bind;
+  bind.batch = batch;
+  EXPECT_TRUE(InferShapes(&b.g, bind, nullptr).ok());
+  PlanOptions o;
+  o.mode = Mode::kInference;
+  auto s = BuildSchedule(b.g, o);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return s.ok() ? s.value() : Schedule();
+}
+
+int OpIndex(const Schedule& s, const std::string& label) {
+  for (size_t i = 0; i < s.ops.size(); ++i) {
+    if (s.ops[i].label.find(label) != std::string::npos) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int Held(const Schedule& s, const std::string& name) {
+  for (const Val& v : s.vals) {
+    if (v.name == name) return v.held_until;
+  }
+  return -2;
+}
+
+// The root's `return self.blk(x)`, then blk's forward:
+//   20  h = self.fc(x)          (fc: `return F.linear(...)`)
+//   21  a = torch.relu(h)       or, with `rebind`, h = torch.relu(h)
+//   22  b = torch.relu(a)       (reads the line-21 name)
+//   23  return torch.relu(b)
+// [N, 256] throughout.
+GraphBuilder Block(bool rebind, bool stacks = true) {
+  GraphBuilder b;
+  Frames f{&b.g};
+  const int root = f.Add("m.py", 10, Return());
+  const int l20 = f.Add("m.py", 20, Assign({{"h"}}));
+  const int fc = f.Add("linear.py", 134, Return());
+  const int l21 = f.Add("m.py", 21, Assign({{rebind ? "h" : "a"}}));
+  const int l22 = f.Add("m.py", 22, Assign({{"b"}}));
+  const int l23 = f.Add("m.py", 23, Return());
+  b.Input("x", {S("N"), D(256)});
+  b.Init("W", {256, 256});
+  Node* n = &b.Op("MatMul", {"x", "W"}, {"h0"}, "fc");
+  if (stacks) f.Run(*n, {"blk", "blk.fc"}, {root, l20, fc});
+  n = &b.Op("Relu", {"h0"}, {"a"}, "relu21");
+  if (stacks) f.Run(*n, {"blk"}, {root, l21});
+  n = &b.Op("Relu", {"a"}, {"b"}, "relu22");
+  if (stacks) f.Run(*n, {"blk"}, {root, l22});
+  n = &b.Op("Relu", {"b"}, {"out"}, "relu23");
+  if (stacks) f.Run(*n, {"blk"}, {root, l23});
+  b.Output("out");
+  if (!stacks) b.g.frames.clear();
+  return b;
+}
+
+TEST(PythonLocals, ANameHoldsItsValueUntilTheFrameReturns) {
+  GraphBuilder b = Block(false);
+  const Schedule s = ScheduleOf(b, 8);
+  const int ret = OpIndex(s, "relu23");
+  // h (fc's output) and a are read by the next line only, but their names
+  // refer to them until blk returns.
+  EXPECT_EQ(Held(s, "h0"), ret);
+  EXPECT_EQ(Held(s, "a"), ret);
+  EXPECT_EQ(Held(s, "b"), ret);
+}
+
+TEST(PythonLocals, BindingTheNameAgainFreesTheOldValue) {
+  GraphBuilder b = Block(true);
+  const Schedule s = ScheduleOf(b, 8);
+  // `h = torch.relu(h)`: the old h goes when the statement binds the new.
+  EXPECT_EQ(Held(s, "h0"), OpIndex(s, "relu21"));
+  EXPECT_EQ(Held(s, "a"), OpIndex(s, "relu23"));
+}
+
+TEST(PythonLocals, GraphsWithoutStackTracesAreLeftAlone) {
+  GraphBuilder with = Block(false, /*stacks=*/false);
+  const Schedule s = ScheduleOf(with, 8);
+  // Only the module-call rule: fc's call holds x (the root's argument has
+  // no module here), nothing holds h0 or a.
+  EXPECT_EQ(Held(s, "a"), -1);
+  EXPECT_EQ(Held(s, "b"), -1);
+}
+
+TEST(PythonLocals, EachCallOfASequentialIsItsOwnFrame) {
+  // nn.Sequential's `input = module(input)` calls two blocks from one line;
+  // each block's `y = torch.relu(input)` / `return torch.relu(y)`.
+  GraphBuilder b;
+  Frames f{&b.g};
+  const int root = f.Add("m.py", 10, Assign({{"x"}}));
+  const int seq = f.Add("container.py", 253, Assign({{"input"}}));
+  const int y = f.Add("m.py", 30, Assign({{"y"}}));
+  const int ret = f.Add("m.py", 31, Return());
+  const int tail = f.Add("m.py", 11, Return());
+  b.Input("x", {S("N"), D(256)});
+  f.Run(b.Op("Relu", {"x"}, {"y0"}, "b0_30"), {"seq", "seq.0"}, {root, seq, y});
+  f.Run(b.Op("Relu", {"y0"}, {"o0"}, "b0_31"), {"seq", "seq.0"}, {root, seq, ret});
+  f.Run(b.Op("Relu", {"o0"}, {"y1"}, "b1_30"), {"seq", "seq.1"}, {root, seq, y});
+  f.Run(b.Op("Relu", {"y1"}, {"o1"}, "b1_31"), {"seq", "seq.1"}, {root, seq, ret});
+  f.Run(b.Op("Relu", {"o1"}, {"out"}, "tail"), {}, {tail});
+  b.Output("out");
+  const Schedule s = ScheduleOf(b, 8);
+  // Block 0's y goes when block 0 returns, not with block 1.
+  EXPECT_LE(Held(s, "y0"), OpIndex(s, "b0_31"));
+  EXPECT_LE(Held(s, "y1"), OpIndex(s, "b1_31"));
+  // The Sequential's `input` holds block 0's output until the next call
+  // binds it again (the call's argument tuple does too), and the last
+  // block's until the Sequential returns; the root's `x` holds that until
+  // the root returns.
+  EXPECT_EQ(Held(s, "o0"), OpIndex(s, "b1_31"));
+  EXPECT_EQ(Held(s, "o1"), OpIndex(s, "tail"));
+}
+
+TEST(PythonLocals, TupleTargetsTakeTheValuesInOrder) {
+  // 40  q, k = x.split(2)  (two outputs)
+  // 41  q = torch.relu(q)  (binds q again: the first half goes)
+  // 42  r = torch.relu(k)  (k's last reader)
+  // 43  return q * r
+  GraphBuilder b;
+  Frames f{&b.g};
+  const int root = f.Add("m.py", 40, Assign({{"q", "k"}}));
+  const int l41 = f.Add("m.py", 41, Assign({{"q"}}));
+  const int l42 = f.Add("m.py", 42, Assign({{"r"}}));
+  const int l43 = f.Add("m.py", 43, Return());
+  b.Input("x", {S("N"), D(256)});
+  Node& split = b.Op("Split", {"x"}, {"q0", "k0"}, "split");
+  split.attrs["num_outputs"] = Attribute();
+  split.attrs["num_outputs"].type = AttrType::kInt;
+  split.attrs["num_outputs"].i = 2;
+  split.attrs["axis"] = Attribute();
+  split.attrs["axis"].type = AttrType::kInt;
+  split.attrs["axis"].i = 1;
+  f.Run(split, {}, {root});
+  f.Run(b.Op("Relu", {"q0"}, {"q1"}, "relu41"), {}, {l41});
+  f.Run(b.Op("Relu", {"k0"}, {"r"}, "relu42"), {}, {l42});
+  f.Run(b.Op("Mul", {"q1", "r"}, {"out"}, "mul43"), {}, {l43});
+  b.Output("out");
+  const Schedule s = ScheduleOf(b, 8);
+  EXPECT_EQ(Held(s, "q0"), OpIndex(s, "relu41"));
+  EXPECT_EQ(Held(s, "k0"), OpIndex(s, "mul43"));  // k is never bound again
+}
+
+TEST(PythonLocals, HeldLocalsRaiseTheInferencePeak) {
+  // Batch 1024: every tensor 1 MiB. Without stack traces h0 dies at line
+  // 21 and a at 22; held by their names, both live through line 23, where
+  // b and out are alive too: two tensors more at the peak.
+  PlanOptions o;
+  o.mode = Mode::kInference;
+  auto peak_of = [&](GraphBuilder b) {
+    ShapeBindings bind;
+    bind.batch = 1024;
+    EXPECT_TRUE(InferShapes(&b.g, bind, nullptr).ok());
+    auto plan = MakePlan(b.g, 1024, o);
+    EXPECT_TRUE(plan.ok()) << plan.message();
+    return plan.ok() ? plan->peak.allocated_bytes : 0;
+  };
+  EXPECT_EQ(peak_of(Block(false, true)) - peak_of(Block(false, false)), 2 * kMiB);
+}
+
+}  // namespace
+}  // namespace memplan
