@@ -128,6 +128,12 @@ const MechanismEntry kMechanisms[kNumMechanisms] = {
       "rows of deeplab_mnv3, gru_lm, gru_seqfirst, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, "
       "t5_encdec, unet_ldm, wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {Mechanism::kPythonLocals,
+     "Python local variables",
+     {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16 (the "
+      "dynamo exports); family rows of gru_lm, gru_seqfirst, llama_gqa, lstm_lm, lstm_tagger, "
+      "qwen_bigvocab, t5_encdec, unet_ldm",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
     {Mechanism::kAllocator,
      "caching allocator model",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "

@@ -83,9 +83,10 @@ enum class Mechanism {
   kForeachTemporaries,   ///< foreach Adam's exp_avg_sq.sqrt() for the whole group.
   kCheckpointRecompute,  ///< torch.utils.checkpoint: the segment's forward run again.
   kModuleCallHolding,    ///< A module call's argument tuple holds its inputs.
+  kPythonLocals,         ///< A Python local of a running forward holds its value.
   kAllocator,            ///< The caching allocator model (segments, rounding).
 };
-constexpr int kNumMechanisms = 24;
+constexpr int kNumMechanisms = 25;
 
 [[nodiscard]] const char* MechanismName(Mechanism m);
 /// What backs a mechanism (the table in evidence.cc).

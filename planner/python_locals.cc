@@ -83,7 +83,9 @@ void MarkPythonLocals(const Graph& g, Schedule* s) {
   };
   auto hold = [&](int v, int until) {
     Val& val = s->vals[v];
-    val.held_until = std::max(val.held_until, until);
+    if (until <= val.held_until) return;
+    val.held_until = until;
+    val.held_by_local = true;
   };
   // A frame invocation's executions, bound when it returns (its last op).
   auto close_frame = [&](const std::vector<Execution>& ex, int frame_last) {

@@ -37,8 +37,10 @@ struct Val {
   /// A same-dtype flat copy of parameters (a bf16 nn.LSTM's weights): its
   /// gradient is theirs, views of one buffer AccumulateGrad keeps as .grad.
   bool param_copy = false;
-  /// Op index until which a module call's argument list holds it; -1: none.
+  /// Op index until which a module call's argument list or a Python local
+  /// (planner/python_locals.h) holds it; -1: none.
   int held_until = -1;
+  bool held_by_local = false;  ///< A Python local raised held_until.
 };
 
 /// A tensor kept for backward: a reference to a Val or a new allocation.

@@ -62,6 +62,7 @@ class Simulator {
     Use(Mech(Mechanism::kAllocator));
     for (const Val& v : s.vals) {
       if (v.held_until >= 0) Use(Mech(Mechanism::kModuleCallHolding));
+      if (v.held_by_local) Use(Mech(Mechanism::kPythonLocals));
     }
     saved_root_.assign(s.vals.size(), false);
     for (const ExecOp& op : s.ops) {

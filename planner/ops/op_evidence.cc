@@ -14,7 +14,7 @@ struct OpEntry {
 // Op rules: every op the calibration models and the matching family
 // configurations run (evidence_check --print).
 const OpEntry kOpEvidence[] = {
-    {"Abs", {"family rows of t5_encdec", kFp32 | kAmpBf16, 0}},
+    {"Abs", {"family rows of t5_encdec", kFp32 | kAmpBf16, kFp32}},
     {"Add",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
       "rows of deeplab_mnv3, llama_gqa, qwen_bigvocab, t5_encdec, unet_ldm, wav2vec2_cls",
@@ -75,7 +75,7 @@ const OpEntry kOpEvidence[] = {
     {"GlobalAveragePool",
      {"calibration rows of mobilenet_v2, resnet50; family rows of deeplab_mnv3",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
-    {"Greater", {"family rows of t5_encdec", kFp32 | kAmpBf16, 0}},
+    {"Greater", {"family rows of t5_encdec", kFp32 | kAmpBf16, kFp32}},
     {"GroupNormalization",
      {"family rows of unet_ldm, wav2vec2_cls", kFp32 | kAmpBf16 | kBf16, kFp32}},
     {"HardSigmoid", {"family rows of deeplab_mnv3", kFp32 | kAmpBf16 | kBf16, kFp32}},
@@ -88,9 +88,10 @@ const OpEntry kOpEvidence[] = {
     {"LayerNormalization",
      {"calibration rows of bert_base, gpt2, vit_b_16; family rows of wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"Less", {"family rows of t5_encdec", kFp32 | kAmpBf16, 0}},
-    {"LessOrEqual", {"calibration rows of gpt2; family rows of t5_encdec", kFp32 | kAmpBf16, 0}},
-    {"Log", {"family rows of t5_encdec", kFp32 | kAmpBf16, 0}},
+    {"Less", {"family rows of t5_encdec", kFp32 | kAmpBf16, kFp32}},
+    {"LessOrEqual",
+     {"calibration rows of gpt2; family rows of t5_encdec", kFp32 | kAmpBf16, kFp32}},
+    {"Log", {"family rows of t5_encdec", kFp32 | kAmpBf16, kFp32}},
     {"MatMul",
      {"calibration rows of bert_base, gpt2, vit_b_16; family rows of gru_lm, gru_seqfirst, "
       "llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, unet_ldm, wav2vec2_cls; over "
@@ -99,7 +100,7 @@ const OpEntry kOpEvidence[] = {
     {"Max", {"calibration rows of gpt2", kAmpBf16, 0}},
     {"MaxPool",
      {"calibration rows of resnet18, resnet50", kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
-    {"Min", {"family rows of t5_encdec", kFp32 | kAmpBf16, 0}},
+    {"Min", {"family rows of t5_encdec", kFp32 | kAmpBf16, kFp32}},
     {"Mul",
      {"calibration rows of gpt2; family rows of deeplab_mnv3, llama_gqa, qwen_bigvocab, t5_encdec, "
       "unet_ldm, wav2vec2_cls",
@@ -148,7 +149,7 @@ const OpEntry kOpEvidence[] = {
     {"Squeeze",
      {"calibration rows of vit_b_16; family rows of unet_ldm", kFp32 | kAmpBf16 | kAmpFp16 | kBf16,
       kFp32}},
-    {"Sub", {"calibration rows of gpt2; family rows of t5_encdec", kFp32 | kAmpBf16, 0}},
+    {"Sub", {"calibration rows of gpt2; family rows of t5_encdec", kFp32 | kAmpBf16, kFp32}},
     {"Swish",
      {"family rows of llama_gqa, qwen_bigvocab, unet_ldm", kFp32 | kAmpBf16 | kBf16, kFp32}},
     {"Tanh",
@@ -162,7 +163,7 @@ const OpEntry kOpEvidence[] = {
       "wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
     {"Where",
-     {"calibration rows of bert_base, gpt2; family rows of t5_encdec", kFp32 | kAmpBf16, 0}},
+     {"calibration rows of bert_base, gpt2; family rows of t5_encdec", kFp32 | kAmpBf16, kFp32}},
 };
 
 }  // namespace
