@@ -156,8 +156,12 @@ int main(int argc, char** argv) {
         meas = st["step_peak"].get<int64_t>() + extra;
         meas_res = st["reserved_peak"].get<int64_t>();
         // GradScaler skipped the step: no optimizer state existed (README caveat).
+        // A steady step also needs the state from the step before it: where
+        // GradScaler skipped steps 1 and 2, step 3 creates the state itself.
         const int64_t pb = r.rec.value("param_bytes", r.rec.value("after_model", int64_t{1}));
-        const double ratio = static_cast<double>(st["after"].get<int64_t>()) / pb;
+        int64_t after = st["after"].get<int64_t>();
+        if (step_i > 0) after = std::min(after, r.rec["steps"][step_i - 1]["after"].get<int64_t>());
+        const double ratio = static_cast<double>(after) / pb;
         const bool adam = r.optimizer == "adamw";
         if (r.precision == "amp_fp16" && ratio < (adam ? 2.5 : 1.5)) {
           ++skipped;
