@@ -15,7 +15,8 @@ import sys
 
 import torch
 
-torch.backends.cudnn.benchmark = False
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from cudnn_ws_grid import transient_blocks  # noqa: E402  (sets cudnn.benchmark off)
 
 PAIRS = [  # (C, K, H*W side)
     (64, 256, 56), (256, 64, 56), (128, 512, 28), (512, 128, 28), (256, 1024, 14),
@@ -25,23 +26,6 @@ PAIRS = [  # (C, K, H*W side)
     (112, 672, 14), (672, 192, 7), (192, 1152, 7), (1152, 320, 7), (384, 1536, 14),
     (768, 768, 14), (2048, 2048, 7), (64, 64, 56), (128, 128, 28), (40, 240, 28),
 ]
-
-
-def transient_blocks(fn):
-    torch.cuda.synchronize()
-    torch.cuda.memory._record_memory_history(max_entries=100000, stacks="python")
-    out = fn()
-    torch.cuda.synchronize()
-    snap = torch.cuda.memory._snapshot()
-    torch.cuda.memory._record_memory_history(enabled=None)
-    live, freed = {}, []
-    for e in snap["device_traces"][0]:
-        if e["action"] == "alloc":
-            live[e["addr"]] = e["size"]
-        elif e["action"] == "free_completed" and e["addr"] in live:
-            freed.append(live.pop(e["addr"]))
-    del out
-    return freed
 
 
 def measure(n, c, k, hw, dtype, dims):

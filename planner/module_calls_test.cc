@@ -7,6 +7,7 @@
 
 #include "planner/ops/test_graph.h"
 #include "planner/plan.h"
+#include "planner/schedule_test_util.h"
 #include "planner/shape_inference.h"
 
 namespace memplan {
@@ -14,6 +15,7 @@ namespace {
 
 using testing_util::D;
 using testing_util::GraphBuilder;
+using testing_util::OpIndex;
 using testing_util::S;
 
 constexpr int64_t kMiB = 1 << 20;
@@ -47,24 +49,6 @@ GraphBuilder Block(bool modules) {
   return b;
 }
 
-Schedule ScheduleOf(GraphBuilder& b, int64_t batch) {
-  ShapeBindings bind;
-  bind.batch = batch;
-  EXPECT_TRUE(InferShapes(&b.g, bind, nullptr).ok());
-  PlanOptions o;
-  o.mode = Mode::kInference;
-  auto s = BuildSchedule(b.g, o);
-  EXPECT_TRUE(s.ok()) << s.message();
-  return s.ok() ? s.value() : Schedule();
-}
-
-int OpIndex(const Schedule& s, const std::string& label) {
-  for (size_t i = 0; i < s.ops.size(); ++i) {
-    if (s.ops[i].label.find(label) != std::string::npos) return static_cast<int>(i);
-  }
-  return -1;
-}
-
 int ValIndex(const Schedule& s, const std::string& name) {
   for (size_t v = 0; v < s.vals.size(); ++v) {
     if (s.vals[v].name == name) return static_cast<int>(v);
@@ -74,7 +58,7 @@ int ValIndex(const Schedule& s, const std::string& name) {
 
 TEST(ModuleCalls, ArgumentsAreHeldUntilTheCallReturns) {
   GraphBuilder b = Block(true);
-  const Schedule s = ScheduleOf(b, 8);
+  const Schedule s = testing_util::InferenceScheduleOf(b, 8);
   const int a = ValIndex(s, "a");
   const int h = ValIndex(s, "h");
   const int x = ValIndex(s, "x");
@@ -98,7 +82,7 @@ TEST(ModuleCalls, TwoCallsOfOneModuleAreTwoCalls) {
   In(b.Op("MatMul", {"a", "W1"}, {"h"}, "fc1"), {"fc1"});
   In(b.Op("Relu", {"h"}, {"r"}, "act1"), {"act"});
   b.Output("r");
-  const Schedule s = ScheduleOf(b, 8);
+  const Schedule s = testing_util::InferenceScheduleOf(b, 8);
   EXPECT_EQ(s.vals[ValIndex(s, "x")].held_until, OpIndex(s, "act0"));
   EXPECT_EQ(s.vals[ValIndex(s, "a")].held_until, OpIndex(s, "fc1"));
   EXPECT_EQ(s.vals[ValIndex(s, "h")].held_until, OpIndex(s, "act1"));
@@ -109,7 +93,7 @@ TEST(ModuleCalls, NodesWithoutModulesNeitherOpenNorCloseCalls) {
   // An exporter-added node without metadata in the middle of blk.mlp.
   b.g.nodes[2].modules.clear();
   b.g.nodes[2].modules_known = false;
-  const Schedule s = ScheduleOf(b, 8);
+  const Schedule s = testing_util::InferenceScheduleOf(b, 8);
   EXPECT_EQ(s.vals[ValIndex(s, "a")].held_until, OpIndex(s, "fc2"));
 }
 

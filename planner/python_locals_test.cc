@@ -7,6 +7,7 @@
 
 #include "planner/ops/test_graph.h"
 #include "planner/plan.h"
+#include "planner/schedule_test_util.h"
 #include "planner/shape_inference.h"
 
 namespace memplan {
@@ -14,6 +15,7 @@ namespace {
 
 using testing_util::D;
 using testing_util::GraphBuilder;
+using testing_util::OpIndex;
 using testing_util::S;
 
 constexpr int64_t kMiB = 1 << 20;
@@ -47,24 +49,6 @@ struct Frames {
     n.stack = static_cast<int>(g->stacks.size()) - 1;
   }
 };
-
-Schedule ScheduleOf(GraphBuilder& b, int64_t batch) {
-  ShapeBindings bind;
-  bind.batch = batch;
-  EXPECT_TRUE(InferShapes(&b.g, bind, nullptr).ok());
-  PlanOptions o;
-  o.mode = Mode::kInference;
-  auto s = BuildSchedule(b.g, o);
-  EXPECT_TRUE(s.ok()) << s.message();
-  return s.ok() ? s.value() : Schedule();
-}
-
-int OpIndex(const Schedule& s, const std::string& label) {
-  for (size_t i = 0; i < s.ops.size(); ++i) {
-    if (s.ops[i].label.find(label) != std::string::npos) return static_cast<int>(i);
-  }
-  return -1;
-}
 
 int Held(const Schedule& s, const std::string& name) {
   for (const Val& v : s.vals) {
@@ -105,7 +89,7 @@ GraphBuilder Block(bool rebind, bool stacks = true) {
 
 TEST(PythonLocals, ANameHoldsItsValueUntilTheFrameReturns) {
   GraphBuilder b = Block(false);
-  const Schedule s = ScheduleOf(b, 8);
+  const Schedule s = testing_util::InferenceScheduleOf(b, 8);
   const int ret = OpIndex(s, "relu23");
   // h (fc's output) and a are read by the next line only, but their names
   // refer to them until blk returns.
@@ -116,7 +100,7 @@ TEST(PythonLocals, ANameHoldsItsValueUntilTheFrameReturns) {
 
 TEST(PythonLocals, BindingTheNameAgainFreesTheOldValue) {
   GraphBuilder b = Block(true);
-  const Schedule s = ScheduleOf(b, 8);
+  const Schedule s = testing_util::InferenceScheduleOf(b, 8);
   // `h = torch.relu(h)`: the old h goes when the statement binds the new.
   EXPECT_EQ(Held(s, "h0"), OpIndex(s, "relu21"));
   EXPECT_EQ(Held(s, "a"), OpIndex(s, "relu23"));
@@ -124,7 +108,7 @@ TEST(PythonLocals, BindingTheNameAgainFreesTheOldValue) {
 
 TEST(PythonLocals, GraphsWithoutStackTracesAreLeftAlone) {
   GraphBuilder with = Block(false, /*stacks=*/false);
-  const Schedule s = ScheduleOf(with, 8);
+  const Schedule s = testing_util::InferenceScheduleOf(with, 8);
   // Only the module-call rule: fc's call holds x (the root's argument has
   // no module here), nothing holds h0 or a.
   EXPECT_EQ(Held(s, "a"), -1);
@@ -148,7 +132,7 @@ TEST(PythonLocals, EachCallOfASequentialIsItsOwnFrame) {
   f.Run(b.Op("Relu", {"y1"}, {"o1"}, "b1_31"), {"seq", "seq.1"}, {root, seq, ret});
   f.Run(b.Op("Relu", {"o1"}, {"out"}, "tail"), {}, {tail});
   b.Output("out");
-  const Schedule s = ScheduleOf(b, 8);
+  const Schedule s = testing_util::InferenceScheduleOf(b, 8);
   // Block 0's y goes when block 0 returns, not with block 1.
   EXPECT_LE(Held(s, "y0"), OpIndex(s, "b0_31"));
   EXPECT_LE(Held(s, "y1"), OpIndex(s, "b1_31"));
@@ -184,7 +168,7 @@ TEST(PythonLocals, TupleTargetsTakeTheValuesInOrder) {
   f.Run(b.Op("Relu", {"k0"}, {"r"}, "relu42"), {}, {l42});
   f.Run(b.Op("Mul", {"q1", "r"}, {"out"}, "mul43"), {}, {l43});
   b.Output("out");
-  const Schedule s = ScheduleOf(b, 8);
+  const Schedule s = testing_util::InferenceScheduleOf(b, 8);
   EXPECT_EQ(Held(s, "q0"), OpIndex(s, "relu41"));
   EXPECT_EQ(Held(s, "k0"), OpIndex(s, "mul43"));  // k is never bound again
 }

@@ -30,7 +30,7 @@ STAGE_OF = {
     "module_calls": "schedule", "python_locals": "schedule", "params": "schedule",
     "sdpa": "schedule", "layout": "schedule",
     "rnn": "schedule", "reduce_kernel": "schedule", "rules": "schedule", "finetune": "schedule",
-    "export_mode": "schedule", "loss_target": "schedule",
+    "export_mode": "schedule", "loss_target": "schedule", "schedule_test_util": "schedule",
     "allocator_sim": "simulation", "arena": "simulation", "plan": "simulation",
     "plan_model": "simulation", "simulator": "simulation", "peaks": "simulation",
     "timeline": "simulation", "kernels": "simulation", "plan_step": "simulation",
@@ -52,7 +52,7 @@ def sources(root, folder):
 
 def is_test(rel):
     name = os.path.basename(rel)
-    return name.endswith("_test.cc") or name in ("test_graph.h", "xml_test_util.h")
+    return name.endswith("_test.cc") or name in ("test_graph.h", "xml_test_util.h", "schedule_test_util.h")
 
 
 def stage(rel):
