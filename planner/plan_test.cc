@@ -252,6 +252,46 @@ TEST(Plan, ForwardCublasWorkspaceComesAfterTheFirstGemmsOutput) {
   EXPECT_EQ(ev[at(h)].node, "fc1");
 }
 
+// Autograd's thread makes its cuBLAS workspace inside its first GEMM, after
+// that GEMM's output, and a node computes its gradients in the sorted order
+// of the argument names: mm (self, mat2) makes the weight's (mat2) first,
+// addmm (self, mat1, mat2) the input's (mat1) first, then the engine sums
+// self's to the bias. H200 traces: lstm_lm_b fp32 b28 (a head without a
+// fused bias: weight gradient, 32 MiB, input gradient), resnet18 fp32 b32
+// (fc: input gradient, 32 MiB, weight gradient, bias gradient).
+TEST(Plan, BackwardCublasWorkspaceComesAfterTheFirstGradientOfTheFirstGemm) {
+  for (bool bias : {false, true}) {
+    GraphBuilder b = Mlp();
+    if (bias) {
+      b = GraphBuilder();
+      b.Input("x", {S("N"), D(1024)});
+      b.Init("W1", {1024, 4096});
+      b.Init("W2", {4096, 10});
+      b.Init("b2", {10});
+      b.Op("MatMul", {"x", "W1"}, {"h"}, "fc1");
+      b.Op("Relu", {"h"}, {"r"}, "relu");
+      b.Op("MatMul", {"r", "W2"}, {"y"}, "fc2");
+      b.Op("Add", {"y", "b2"}, {"logits"}, "fc2_bias");
+      b.Output("logits");
+    }
+    PlanOptions o = Train(Optimizer::kSgd);
+    o.keep_events = true;
+    const Plan p = PlanOf(b, 8, o);
+    const int64_t dr = 8 * 4096 * 4, db = 10 * 4;
+    std::vector<int64_t> order;  // fc2's gradients and the workspace, as made
+    for (const StepEvent& e : FirstStepEvents(p)) {
+      if (e.phase != Phase::kBackward || e.bytes <= 0) continue;
+      if (e.bytes == dr || e.bytes == kW2 || e.bytes == kCublasWs || e.bytes == db) {
+        order.push_back(e.bytes);
+      }
+    }
+    const std::vector<int64_t> want = bias ? std::vector<int64_t>{dr, kCublasWs, kW2, db}
+                                           : std::vector<int64_t>{kW2, kCublasWs, dr};
+    ASSERT_GE(order.size(), want.size()) << bias;
+    EXPECT_EQ(std::vector<int64_t>(order.begin(), order.begin() + want.size()), want) << bias;
+  }
+}
+
 // x [N, 64, 256] -> MatMul (fc0) -> Transpose -> Dropout (drop) -> MatMul
 // (head): the first step's events of an SGD training plan at batch 8.
 std::vector<StepEvent> TransposedDropoutEvents() {
@@ -291,8 +331,9 @@ TEST(Plan, DropoutKeepsItsInputsLayout) {
 // name order), and the engine sums `self`'s to the bias afterwards
 // (validate_outputs): the bias gradient comes last, with the staging buffer of
 // its column sum. On a non-contiguous 3-D input at::linear runs matmul, then
-// add_: AddBackward0 runs first, so the bias gradient comes first (H200 traces
-// wav2vec2_cls b512 amp_bf16, gru_lm b19 amp_bf16).
+// add_: AddBackward0 runs first, so the bias gradient comes first, then
+// MmBackward0's mat2 (weight) and self (input) gradients (H200 traces
+// wav2vec2_cls b512 amp_bf16, gru_lm b19 amp_bf16, lstm_tagger b19 bf16).
 GraphBuilder LinearWithBias(bool transposed_input) {
   GraphBuilder b;
   b.Input("x", {S("N"), D(64), D(256)});
@@ -331,7 +372,7 @@ TEST(Plan, AddmmMakesTheBiasGradientAfterTheProductsGradients) {
       if (e.bytes == dx || e.bytes == dw || e.bytes == db) order.push_back(e.bytes);
     }
     const std::vector<int64_t> want =
-        transposed ? std::vector<int64_t>{db, dx, dw} : std::vector<int64_t>{dx, dw, db};
+        transposed ? std::vector<int64_t>{db, dw, dx} : std::vector<int64_t>{dx, dw, db};
     ASSERT_GE(order.size(), 3u) << transposed;
     EXPECT_EQ(std::vector<int64_t>(order.begin(), order.begin() + 3), want) << transposed;
   }

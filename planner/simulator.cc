@@ -21,6 +21,24 @@ constexpr int64_t kBackwardExtraBytes = 1LL << 20;
 
 }  // namespace
 
+std::vector<size_t> BackwardInputOrder(const Schedule& s, const ExecOp& op, bool addmm) {
+  std::vector<size_t> order(op.in.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (!op.def || !op.def->matmul_operands || op.in.size() < 2 || op.in[0] < 0 || op.in[1] < 0) {
+    return order;
+  }
+  const size_t r0 = s.vals[op.in[0]].shape.size();
+  const size_t r1 = s.vals[op.in[1]].shape.size();
+  bool mat2_first;
+  if (op.op_type == "Gemm") {
+    mat2_first = op.in.size() < 3 || op.in[2] < 0;
+  } else {
+    mat2_first = !addmm && r1 >= 2 && !(r0 <= 2 && r1 >= 3);
+  }
+  if (mat2_first) std::swap(order[0], order[1]);
+  return order;
+}
+
 void Simulator::LoadModel() {
   Step(Phase::kForward, "model.cuda()");
   // model.cuda() moves parameters and buffers in module order.
@@ -456,12 +474,20 @@ void Simulator::Backward() {
     cur_op_ = static_cast<int>(k);
     OpStep(Phase::kBackward, k);
     backward_flops = SatAdd(backward_flops, SatMulNonNeg(2, op.flops));
-    if (op.uses_cublas && !bwd_workspace_) {
+    // The autograd thread's cuBLAS workspace, made by its first GEMM's
+    // getCurrentCUDABlasHandle() after that GEMM allocated its output: a
+    // matrix product makes it after the first gradient it computes (H200
+    // traces, every training family: one gradient, then the 32 MiB); other
+    // cuBLAS users (recurrent layers, attention) before their gradients.
+    const bool product = op.def && op.def->matmul_operands && op.grad_kind == GradKind::kNew;
+    auto backward_workspace = [&] {
+      if (!op.uses_cublas || bwd_workspace_) return;
       bwd_workspace_ = true;
       Use(Mech(Mechanism::kCublasWorkspace));
       Ref(AllocNew(kCublasWorkspaceBytes, Category::kWorkspaces));
       Ref(AllocNew(kBackwardExtraBytes, Category::kWorkspaces));
-    }
+    };
+    if (!product) backward_workspace();
     const int op_rule = OpRule(k);
     const int grad_rule = Mech(Mechanism::kParameterGradients);
     Use(op_rule);
@@ -518,7 +544,7 @@ void Simulator::Backward() {
         }
         break;
       case GradKind::kNew:
-        for (size_t i = 0; i < op.in.size(); ++i) {
+        for (size_t i : BackwardInputOrder(s_, op, addmm_bias_.count(static_cast<int>(k)) > 0)) {
           if (!op.grad_in[i]) continue;
           const int v = op.in[i];
           if (i < op.grad_in_weight_pass.size() && op.grad_in_weight_pass[i]) continue;
@@ -534,6 +560,10 @@ void Simulator::Backward() {
           const int st = AllocNew(bytes, cat);
           Ref(st);
           produced.emplace_back(v, st);
+          if (product) {
+            backward_workspace();
+            Use(op_rule);
+          }
         }
         break;
     }

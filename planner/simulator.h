@@ -35,6 +35,19 @@ struct Storage {
 };
 static_assert(sizeof(Storage) <= 24, "Storage is held per allocation: keep it small");
 
+// The order in which an op's backward makes its inputs' gradients. Autograd
+// computes a node's gradients in the sorted order of the argument names
+// (tools/autograd/load_derivatives.py, sorted(defn.keys())): mm and bmm
+// (self, mat2) make mat2's first, addmm (self, mat1, mat2) mat1's first
+// (H200 traces: a bias-free head's weight gradient before its input
+// gradient, lstm_lm_b fp32 b28, qwen_bigvocab amp_bf16 b16; a linear with
+// bias on 2-D input the reverse, resnet18 fp32 b32). A MatMul runs as mm or
+// bmm on (in[0], in[1]) unless in[1] is a vector (mv, dot: self first) or
+// in[0] has at most 2 dimensions against in[1]'s 3 or more (matmul folds
+// the larger operand: mm(in[1]^T, in[0]^T), whose mat2 is in[0]). A Gemm
+// with C is addmm, without it mm. Other ops: input order.
+std::vector<size_t> BackwardInputOrder(const Schedule& s, const ExecOp& op, bool addmm);
+
 // Replays the training (or inference) protocol of the calibration script
 // over a schedule and records allocator events.
 class Simulator {
