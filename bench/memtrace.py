@@ -11,7 +11,8 @@ Usage (on the GPU machine):
   python3 bench/memtrace.py OUT.json MODEL MODE BATCH [PRECISION] [OPTIMIZER] [CHECKPOINT]
 MODEL is a torchvision name, bert_base or gpt2 (transformers, SDPA, built as
 the calibration models were); MODE is train or infer; PRECISION for infer may be
-fp16 (model.half()), for train fp32, amp_bf16 or bf16 (the model cast to bf16 on
+fp16 (model.half()), for train fp32, amp_bf16 or bf16 (MEMTRACE_ATTN=eager: the
+transformers models with eager attention) (the model cast to bf16 on
 the GPU, the cache emptied, as the calibration protocol does); CHECKPOINT a JSON list of
 module names run under torch.utils.checkpoint (as bench/ckpt_validate.py does).
 """
@@ -69,7 +70,7 @@ def build(name):
             cfg, cls, shape = T.BertConfig(num_labels=2), T.BertForSequenceClassification, (128,)
         else:
             cfg, cls, shape = T.GPT2Config(use_cache=False), T.GPT2LMHeadModel, (512,)
-        cfg._attn_implementation = "sdpa"
+        cfg._attn_implementation = os.environ.get("MEMTRACE_ATTN", "sdpa")  # or eager
         from ckpt_validate import LMWrap  # logits, as the calibration exports were made
         return LMWrap(cls(cfg)), shape, cfg.vocab_size
     return getattr(torchvision.models, name)(weights=None), (3, 224, 224), 0
