@@ -8,7 +8,7 @@
 // The last two pick one variant of what the export does not say (the fp32
 // cuDNN engine kind, in-place activations); by default the plan's own choice.
 // MEMPLAN_LORA=SPEC, MEMPLAN_WEIGHTS=FORMAT and MEMPLAN_MODEL_LOAD=LOAD in the
-// environment add --lora, --weights and --model-load; MEMPLAN_MODE=inference
+// environment add --lora, --weights and --model-load (MEMPLAN_ATTENTION --attention); MEMPLAN_MODE=inference
 // plans the inference pass. MEMPLAN_PLACEMENTS=1
 // appends each event's id and where an allocation landed: #ID @SEGMENT:OFFSET/BLOCK
 // (bytes), and
@@ -81,6 +81,12 @@ int main(int argc, char** argv) {
     auto f = memplan::ParseEnum<memplan::Mode>(m);
     if (!f.ok()) return Fail(f.message());
     options->mode = f.value();
+  }
+  // MEMPLAN_ATTENTION: an --attention value (eager: transformers' eager attention).
+  if (const char* a = std::getenv("MEMPLAN_ATTENTION")) {
+    auto f = memplan::ParseEnum<memplan::Attention>(a);
+    if (!f.ok()) return Fail(f.message());
+    options->attention = f.value();
   }
   // MEMPLAN_MODEL_LOAD: a --model-load value (bf16/fp16).
   if (const char* m = std::getenv("MEMPLAN_MODEL_LOAD")) {
