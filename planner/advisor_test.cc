@@ -353,3 +353,62 @@ TEST(Advisor, SpeedIsARoofline) {
 
 }  // namespace
 }  // namespace memplan
+
+namespace memplan {
+namespace {
+
+// Shaped as gru_seqfirst bf16's reserved peak (measured on the H200: 380,
+// 414, 428 MiB at batches 4, 6, 7 and 354 at 8): the allocated floor grows
+// by 12 a batch, the reserved peak jumps above the budget at 3 to 7 and
+// falls back under it at 8.
+FloorFn RaggedCurve(int64_t budget, std::vector<int64_t>* asked) {
+  return [budget, asked](int64_t b) -> Result<FitAndFloor> {
+    asked->push_back(b);
+    const int64_t floor = 260 + 12 * b;
+    const int64_t reserved = floor + ((b >= 3 && b <= 7) ? 100 : 8);
+    return FitAndFloor{reserved <= budget, floor <= budget};
+  };
+}
+
+TEST(Advisor, PastFragmentationFindsTheBatchPastADip) {
+  std::vector<int64_t> asked;
+  auto fits = [&](int64_t b) -> Result<bool> {
+    auto r = RaggedCurve(364, &asked)(b);
+    return r->fits;
+  };
+  auto found = LargestBatch(fits, 1024, 1);
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(found->batch, 2);  // 3, 4 and 5 fail: the search stops
+  asked.clear();
+  auto past = PastFragmentation(RaggedCurve(364, &asked), found->batch, 1024);
+  ASSERT_TRUE(past.ok());
+  EXPECT_EQ(past->batch, 8);  // 9 is over: 260 + 12 * 9 + 8 > 364
+  EXPECT_EQ(past->probes, static_cast<int>(asked.size()));
+  EXPECT_LE(past->probes, 12);
+}
+
+TEST(Advisor, PastFragmentationCostsOneProbeWhereNothingCanGain) {
+  // A smooth curve: the floor at 15 % past the answer does not fit.
+  std::vector<int64_t> asked;
+  auto smooth = [&asked](int64_t b) -> Result<FitAndFloor> {
+    asked.push_back(b);
+    return FitAndFloor{100 * b + 50 <= 10000, 100 * b <= 10000};
+  };
+  auto past = PastFragmentation(smooth, 99, 4096);
+  ASSERT_TRUE(past.ok());
+  EXPECT_EQ(past->batch, 99);
+  EXPECT_EQ(past->probes, 1);
+  EXPECT_EQ(asked, std::vector<int64_t>({114}));
+  // Nothing found, or already at the cap: no probe.
+  asked.clear();
+  EXPECT_EQ(PastFragmentation(smooth, 0, 4096)->probes, 0);
+  EXPECT_EQ(PastFragmentation(smooth, 4096, 4096)->probes, 0);
+  EXPECT_TRUE(asked.empty());
+  // Errors stop it.
+  auto err = PastFragmentation([](int64_t) -> Result<FitAndFloor> { return Status::Error("boom"); },
+                               10, 100);
+  EXPECT_FALSE(err.ok());
+}
+
+}  // namespace
+}  // namespace memplan
