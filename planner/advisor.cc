@@ -386,6 +386,7 @@ struct Probe {
   int64_t floor = 0;
   /// What must fit the usable budget.
   int64_t Need() const { return device + uncertain; }
+  bool FloorFits(int64_t usable) const { return !int32_overflow && floor + uncertain <= usable; }
   bool Fits(int64_t usable) const { return !over_limit && !int32_overflow && Need() <= usable; }
 };
 
@@ -480,27 +481,11 @@ class Searcher {
     };
   }
 
-  /// Past `found` (which fits: its probe is a full one): a probe stopped
-  /// early has no allowance for unmeasured rules, so its floor takes
-  /// found's, grown in proportion to the batch.
-  FloorFn Floor(Precision p, const std::vector<std::string>& ckpt, int64_t usable, int64_t found) {
-    double allowance_per_sample = 0;
-    if (found > 0) {
-      auto f = At(found, p, ckpt, usable);
-      if (f.ok()) {
-        allowance_per_sample =
-            static_cast<double>(f.value()->uncertain) / static_cast<double>(found);
-      }
-    }
-    return [this, p, ckpt, usable, allowance_per_sample](int64_t batch) -> Result<FitAndFloor> {
+  FloorFn Floor(Precision p, const std::vector<std::string>& ckpt, int64_t usable) {
+    return [this, p, ckpt, usable](int64_t batch) -> Result<FitAndFloor> {
       auto probe = At(batch, p, ckpt, usable);
       if (!probe.ok()) return probe.status();
-      const Probe& pr = *probe.value();
-      const auto allowance = std::max(
-          pr.uncertain,
-          static_cast<int64_t>(std::ceil(allowance_per_sample * static_cast<double>(batch))));
-      const bool floor_fits = !pr.int32_overflow && pr.floor + allowance <= usable;
-      return FitAndFloor{pr.Fits(usable), floor_fits};
+      return FitAndFloor{probe.value()->Fits(usable), probe.value()->FloorFits(usable)};
     };
   }
 
@@ -633,8 +618,7 @@ Result<Advice> AdviseOneStrategy(const Graph& g, const AdviseRequest& r) {
                                                  static_cast<double>(usable), cap, start)
                          : LargestBatch(s.Fits(p, c.checkpoint, usable), cap, start);
         if (!found.ok()) return found.status();
-        auto past =
-            PastFragmentation(s.Floor(p, c.checkpoint, usable, found->batch), found->batch, cap);
+        auto past = PastFragmentation(s.Floor(p, c.checkpoint, usable), found->batch, cap);
         if (!past.ok()) return past.status();
         c.batch = past->batch;
         if (pl == CheckpointStrategy::kNone) {

@@ -8,8 +8,7 @@
 // inferred for it); nothing is extrapolated. The batch search assumes only
 // that "fits" is monotone in the batch: it doubles from a start until a batch
 // fails, then bisects between the last batch that fit and the first that did
-// not; then PastFragmentation looks past that answer, where the reserved peak
-// falls again as the batch grows.
+// not.
 
 #include <cstdint>
 #include <functional>
