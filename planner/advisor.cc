@@ -102,79 +102,6 @@ Result<BatchSearch> LargestBatch(const FitFn& fits, int64_t cap, int64_t start) 
   return out;
 }
 
-Result<BatchSearch> PastFragmentation(const FloorFn& probe, int64_t found, int64_t cap,
-                                      double min_gain) {
-  BatchSearch out;
-  out.batch = found;
-  constexpr int64_t kNeighbours = 2;  // the searches' own look past a failure
-  if (found < 1 || found >= cap) return out;
-  auto ask = [&](int64_t b) -> Result<FitAndFloor> {
-    ++out.probes;
-    return probe(b);
-  };
-  const auto gain = static_cast<int64_t>(std::ceil(static_cast<double>(found) * (1 + min_gain)));
-  int64_t floor_lo = std::max(found + kNeighbours + 1, gain);
-  if (floor_lo > cap) return out;
-  auto first = ask(floor_lo);
-  if (!first.ok()) return first.status();
-  if (first->fits) {
-    out.batch = floor_lo;  // and maybe more: the down scan starts above
-  } else if (!first->floor_fits) {
-    return out;
-  }
-  // The largest batch whose floor fits.
-  int64_t floor_hi = cap + 1;
-  int64_t step = std::max<int64_t>(1, floor_lo - found);
-  while (floor_lo < cap) {
-    const int64_t b = std::min(cap, floor_lo + step);
-    auto f = ask(b);
-    if (!f.ok()) return f.status();
-    if (f->fits) out.batch = std::max(out.batch, b);
-    if (!f->floor_fits) {
-      floor_hi = b;
-      break;
-    }
-    floor_lo = b;
-    step *= 2;
-  }
-  while (floor_hi - floor_lo > 1) {
-    const int64_t mid = floor_lo + (floor_hi - floor_lo) / 2;
-    auto f = ask(mid);
-    if (!f.ok()) return f.status();
-    if (f->fits) out.batch = std::max(out.batch, mid);
-    if (f->floor_fits) {
-      floor_lo = mid;
-    } else {
-      floor_hi = mid;
-    }
-  }
-  // Down from the top until a batch fits, then bisect up to the failure above.
-  int64_t fail_above = 0;
-  int64_t fit = 0;
-  for (int64_t d = 0, b = floor_lo; b > out.batch; d = d == 0 ? 1 : 2 * d, b = floor_lo - d) {
-    auto f = ask(b);
-    if (!f.ok()) return f.status();
-    if (f->fits) {
-      fit = b;
-      break;
-    }
-    fail_above = b;
-  }
-  if (fit == 0) return out;
-  while (fail_above - fit > 1) {
-    const int64_t mid = fit + (fail_above - fit) / 2;
-    auto f = ask(mid);
-    if (!f.ok()) return f.status();
-    if (f->fits) {
-      fit = mid;
-    } else {
-      fail_above = mid;
-    }
-  }
-  out.batch = std::max(out.batch, fit);
-  return out;
-}
-
 Result<BatchSearch> LargestBatchPredicted(const MeasureFn& measure, double target, int64_t cap,
                                           int64_t start) {
   BatchSearch out;
@@ -381,12 +308,8 @@ struct Probe {
   /// The plan stopped once sure not to fit (Plan::over_limit): `device` is
   /// a lower bound, nothing else is filled in.
   bool over_limit = false;
-  /// The allocated peak over the step + context (for an over_limit probe a
-  /// lower bound): the floor of Need().
-  int64_t floor = 0;
   /// What must fit the usable budget.
   int64_t Need() const { return device + uncertain; }
-  bool FloorFits(int64_t usable) const { return !int32_overflow && floor + uncertain <= usable; }
   bool Fits(int64_t usable) const { return !over_limit && !int32_overflow && Need() <= usable; }
 };
 
@@ -447,7 +370,6 @@ class Searcher {
       auto probe = std::make_unique<Probe>();
       probe->over_limit = true;
       probe->device = plan->peak.reserved_bytes + r_.context_bytes;
-      probe->floor = plan->peak.allocated_bytes + r_.context_bytes;
       const Probe* out = probe.get();
       cache_[key] = std::move(probe);
       return out;
@@ -461,9 +383,6 @@ class Searcher {
     const int64_t reserved =
         std::max({pl.peak.reserved_bytes, pl.first_step.reserved_bytes, pl.steady.reserved_bytes});
     probe->device = reserved + r_.context_bytes + pl.rank.nccl_bytes;
-    probe->floor = std::max({pl.peak.allocated_bytes, pl.first_step.allocated_bytes,
-                             pl.steady.allocated_bytes}) +
-                   r_.context_bytes + pl.rank.nccl_bytes;
     probe->uncertain = UncertaintyBytes(pl);
     probe->int32_overflow = pl.int32_overflow.elements > 0;
     const Probe* out = probe.get();
@@ -478,14 +397,6 @@ class Searcher {
       auto probe = At(batch, p, ckpt, usable);
       if (!probe.ok()) return probe.status();
       return FitMeasure{probe.value()->Fits(usable), static_cast<double>(probe.value()->Need())};
-    };
-  }
-
-  FloorFn Floor(Precision p, const std::vector<std::string>& ckpt, int64_t usable) {
-    return [this, p, ckpt, usable](int64_t batch) -> Result<FitAndFloor> {
-      auto probe = At(batch, p, ckpt, usable);
-      if (!probe.ok()) return probe.status();
-      return FitAndFloor{probe.value()->Fits(usable), probe.value()->FloorFits(usable)};
     };
   }
 
@@ -618,9 +529,7 @@ Result<Advice> AdviseOneStrategy(const Graph& g, const AdviseRequest& r) {
                                                  static_cast<double>(usable), cap, start)
                          : LargestBatch(s.Fits(p, c.checkpoint, usable), cap, start);
         if (!found.ok()) return found.status();
-        auto past = PastFragmentation(s.Floor(p, c.checkpoint, usable), found->batch, cap);
-        if (!past.ok()) return past.status();
-        c.batch = past->batch;
+        c.batch = found->batch;
         if (pl == CheckpointStrategy::kNone) {
           b_none = c.batch;
           if (c.batch > 0) hint = c.batch;

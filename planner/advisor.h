@@ -60,30 +60,6 @@ using MeasureFn = std::function<Result<FitMeasure>(int64_t batch)>;
 [[nodiscard]] Result<BatchSearch> LargestBatchPredicted(const MeasureFn& measure, double target,
                                                         int64_t cap, int64_t start = 1);
 
-/// One probe past a search's answer: whether the batch fits, and whether
-/// its floor does (the allocated peak with what else must fit: the reserved
-/// peak never goes below it, so a batch whose floor does not fit cannot).
-struct FitAndFloor {
-  bool fits = false;
-  bool floor_fits = false;
-};
-using FloorFn = std::function<Result<FitAndFloor>(int64_t batch)>;
-
-/// The caching allocator's reserved peak can fall as the batch grows (a
-/// block size that cuDNN or a kernel's workspace makes fit a segment that a
-/// smaller batch's does not): measured, gru_seqfirst bf16 reserves 380, 414
-/// and 428 MiB at batches 4, 6 and 7, and 354 at 8. A search that stops at
-/// its first failure then answers far below the largest batch that fits.
-/// Past `found` (a search's answer, whose next kNeighbours batches failed):
-/// if the floor fits at `found * (1 + min_gain)`, the largest batch whose
-/// floor fits is found (galloping, then bisecting: the floor grows with the
-/// batch), and batches are tried downward from it (1, 2, 4, ... below) until
-/// one fits; between it and the failure above it the search bisects. The
-/// answer is never below `found`. One probe where nothing past `found` can
-/// gain min_gain.
-[[nodiscard]] Result<BatchSearch> PastFragmentation(const FloorFn& probe, int64_t found,
-                                                    int64_t cap, double min_gain = 0.15);
-
 /// Tunables of the throughput estimate; see advisor.cc for the reasoning.
 struct SpeedModel {
   double compute_efficiency = 0.45;  ///< Sustained share of peak dense FLOP/s.

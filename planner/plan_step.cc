@@ -111,7 +111,6 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
     if (live > reserved_limit) {
       plan.over_limit = true;
       plan.peak.reserved_bytes = live;
-      plan.peak.allocated_bytes = live;
       return plan;
     }
   }
