@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "planner/checked.h"
+#include "planner/ops/op_names.h"
 
 namespace memplan {
 
@@ -30,7 +31,7 @@ std::vector<size_t> BackwardInputOrder(const Schedule& s, const ExecOp& op, bool
   const size_t r0 = s.vals[op.in[0]].shape.size();
   const size_t r1 = s.vals[op.in[1]].shape.size();
   bool mat2_first;
-  if (op.op_type == "Gemm") {
+  if (op.op_type == op_names::kGemm) {
     mat2_first = op.in.size() < 3 || op.in[2] < 0;
   } else {
     mat2_first = !addmm && r1 >= 2 && !(r0 <= 2 && r1 >= 3);

@@ -20,6 +20,7 @@ inline constexpr char kErf[] = "Erf";
 inline constexpr char kExpand[] = "Expand";
 inline constexpr char kGRU[] = "GRU";
 inline constexpr char kGelu[] = "Gelu";
+inline constexpr char kGemm[] = "Gemm";
 inline constexpr char kGlu[] = "Glu";
 inline constexpr char kGroupNormalization[] = "GroupNormalization";
 inline constexpr char kIdentity[] = "Identity";
