@@ -155,6 +155,11 @@ struct OpDef {
   OutputDType output_dtype = OutputDType::kFollowInput;
   /// PyTorch calls .contiguous() on input 0 (cuDNN, normalisation, softmax, pooling).
   bool contiguous_input0 = false;
+  /// That copy is made inside the kernel (native_layer_norm's and
+  /// convolution's expect_contiguous / contiguous): a temporary of the call,
+  /// while autograd saves the input as given, and the backward, which reads
+  /// it, copies it again for the length of its call.
+  bool contiguous_in_kernel = false;
   /// Inputs 0 and 1 are matmul operands: copied when matmul's stride rules
   /// need it; a following bias Add joins it as one addmm.
   bool matmul_operands = false;

@@ -326,6 +326,46 @@ TEST(Plan, DropoutKeepsItsInputsLayout) {
   EXPECT_TRUE(copied);
 }
 
+// layer_norm_cuda copies a transposed input inside the call (forward: before
+// its output, freed at its end) and layer_norm_backward_cuda copies it again,
+// before dX (H200 trace wav2vec2_cls b512 amp_bf16: the feature projection's
+// LayerNorm); no copy outlives either call.
+TEST(Plan, LayerNormCopiesATransposedInputInsideEachCall) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(64), D(32)});
+  b.Init("W0", {32, 32});
+  b.Init("gamma", {64});
+  b.Init("beta", {64});
+  b.Init("W", {64, 16});
+  b.Op("MatMul", {"x", "W0"}, {"x0"}, "fc0");
+  b.Op("Transpose", {"x0"}, {"xt"}, "t").attrs["perm"] = IntsAttr({0, 2, 1});  // [N, 32, 64]
+  b.Op("LayerNormalization", {"xt", "gamma", "beta"}, {"ln"}, "ln").attrs["axis"] =
+      testing_util::IntAttr(-1);
+  b.Op("MatMul", {"ln", "W"}, {"logits"}, "head");
+  b.Output("logits");
+  PlanOptions o = Train(Optimizer::kSgd);
+  o.keep_events = true;
+  const std::vector<StepEvent> ev = FirstStepEvents(PlanOf(b, 8, o));
+  const int64_t n = 8 * 64 * 32 * 4;
+  std::vector<int64_t> fwd, bwd;
+  for (const StepEvent& e : ev) {
+    if (e.node != "ln") continue;
+    if (e.phase == Phase::kForward) fwd.push_back(e.bytes);
+    if (e.phase == Phase::kBackward) bwd.push_back(e.bytes);
+  }
+  // Forward: copy, output, mean and rstd; the copy freed.
+  ASSERT_GE(fwd.size(), 3u);
+  EXPECT_EQ(fwd[0], n);
+  EXPECT_EQ(fwd[1], n);
+  EXPECT_NE(std::find(fwd.begin(), fwd.end(), -n), fwd.end());
+  // Backward: the copy first, then dX; the copy freed within the call.
+  ASSERT_GE(bwd.size(), 3u);
+  EXPECT_EQ(bwd[0], n);
+  EXPECT_EQ(bwd[1], n);
+  EXPECT_NE(std::find(bwd.begin(), bwd.end(), -n), bwd.end());
+  for (const StepEvent& e : ev) EXPECT_NE(e.node, "contiguous(ln)");
+}
+
 // A linear layer with bias on 2-D or contiguous input runs as one addmm:
 // AddmmBackward0 makes mat1's gradient, then mat2's (derivatives in sorted
 // name order), and the engine sums `self`'s to the bias afterwards

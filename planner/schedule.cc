@@ -210,16 +210,17 @@ void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies 
   if (elem == 4) *fp32_conv = true;
   if (unit) {
     if (input_only && w.requires_grad) {
-      op->bwd_weight_workspace = SatAdd(SatAdd(x.bytes, y.bytes), w.bytes);
+      op->bwd_weight_workspace = SatAdd(SatAdd(BytesOf(x.shape, x.dtype), y.bytes), w.bytes);
     }
     if (elem == 2 && groups == 1 && w.requires_grad) {
       op->bwd_weight_workspace = UnitConvWeightGradBytes(x, w);
     }
     return;
   }
-  int64_t in_bytes = x.bytes;
+  // x may be a view (a transposed input the kernel copies): its dense size.
+  int64_t in_bytes = BytesOf(x.shape, x.dtype);
   if (elem == 2 && channels > 0 && channels % 8 != 0) {
-    in_bytes = SatMulNonNeg(x.bytes / channels, (channels + 7) / 8 * 8);
+    in_bytes = SatMulNonNeg(in_bytes / channels, (channels + 7) / 8 * 8);
   }
   const int64_t ws = SatAdd(SatAdd(in_bytes, w.bytes), y.bytes);
   op->fwd_workspace = input_only ? SatAdd(in_bytes, w.bytes) : ws;
@@ -660,6 +661,7 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     }
   }
   // Copies PyTorch makes for inputs it needs contiguous.
+  int64_t in_kernel_copy = 0;
   const bool addmm_input = def && def->matmul_operands && !in.empty() && in[0] >= 0 &&
                            (s_.vals[in[0]].shape.size() == 2 ||
                             IsContiguous(s_.vals[in[0]].shape, s_.vals[in[0]].strides));
@@ -673,9 +675,16 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
       const int rank_other = other >= 0 ? static_cast<int>(s_.vals[other].shape.size()) : 2;
       need = MatMulNeedsCopy(in[i], rank_other);
     }
-    if (need && !int8_weight[i]) in[i] = ContiguousCopy(in[i], "contiguous(" + label + ")");
+    if (need && !int8_weight[i]) {
+      if (i == 0 && def->contiguous_in_kernel) {
+        in_kernel_copy = BytesOf(v.shape, v.dtype);
+      } else {
+        in[i] = ContiguousCopy(in[i], "contiguous(" + label + ")");
+      }
+    }
   }
   ExecOp op;
+  op.fwd_temp_bytes = in_kernel_copy;
   op.label = label;
   op.op_type = op_type;
   op.node = ni;
@@ -773,6 +782,7 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
         r.what = sv.what;
       }
       if (r.val >= 0 || r.bytes > 0) op.saved.push_back(r);
+      if (sv.kind == Saved::kInput && sv.index == 0) op.bwd_input_copy_bytes = in_kernel_copy;
     }
   }
   op.grad_in.assign(in.size(), false);

@@ -86,6 +86,9 @@ struct ExecOp {
   /// and, for the weight pass, a copy made before its gradients (x again),
   /// freed after its workspace.
   int64_t bwd_weight_copy_bytes = 0;
+  /// A contiguous copy of a saved input the backward call makes before its
+  /// gradients and frees at its end (OpDef::contiguous_in_kernel).
+  int64_t bwd_input_copy_bytes = 0;
   /// Allocated at the first run of any op that sets it and kept for the
   /// process: cuDNN's RNN dropout states (one cache per device).
   int64_t process_state_bytes = 0;

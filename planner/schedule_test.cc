@@ -442,6 +442,51 @@ TEST(Schedule, StridedSliceIsANonContiguousView) {
   EXPECT_EQ(s->vals[b.g.Find("even_flat")].bytes, 8 * 4);
 }
 
+// native_layer_norm and convolution make a transposed input contiguous
+// inside the op autograd records: the copy is a temporary of the call (and
+// of its backward, which copies again); autograd saves the transpose itself.
+// group_norm copies before native_group_norm, which saves that copy.
+TEST(Schedule, KernelsThatCopyTheirInputInsideSaveItAsGiven) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(6), D(8)});
+  b.Init("gamma", {6});
+  b.Init("beta", {6});
+  b.Init("w", {4, 8, 3});
+  b.Init("gs", {8});
+  b.Init("gb", {8});
+  b.Op("Relu", {"x"}, {"r"}, "relu");
+  b.Op("Transpose", {"r"}, {"rt"}, "rt").attrs["perm"] = IntsAttr({0, 2, 1});  // [N, 8, 6]
+  b.Op("LayerNormalization", {"rt", "gamma", "beta"}, {"ln"}, "ln").attrs["axis"] =
+      testing_util::IntAttr(-1);
+  b.Op("Conv", {"rt", "w"}, {"c"}, "conv");  // [N, 8, 4]
+  b.Op("Transpose", {"r"}, {"rt2"}, "rt2").attrs["perm"] = IntsAttr({0, 2, 1});
+  b.Op("GroupNormalization", {"rt2", "gs", "gb"}, {"gn"}, "gn").attrs["num_groups"] =
+      testing_util::IntAttr(2);
+  b.Output("ln");
+  b.Output("c");
+  b.Output("gn");
+  auto s = Build(&b, 2, Precision::kFp32);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const int rt = b.g.Find("rt");
+  const int64_t copy = 2 * 8 * 6 * 4;
+  for (const char* name : {"ln", "conv"}) {
+    const ExecOp* op = OpOfNode(s.value(), b.g, name);
+    ASSERT_TRUE(op) << name;
+    EXPECT_EQ(op->in[0], rt) << name;
+    EXPECT_EQ(op->fwd_temp_bytes, copy) << name;
+    EXPECT_EQ(op->bwd_input_copy_bytes, copy) << name;
+    bool saves_rt = false;
+    for (const SavedRef& r : op->saved) saves_rt = saves_rt || r.val == rt;
+    EXPECT_TRUE(saves_rt) << name;
+  }
+  auto copies = OpsOfType(s.value(), "Contiguous");
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0]->in, (std::vector<int>{b.g.Find("rt2")}));
+  const ExecOp* gn = OpOfNode(s.value(), b.g, "gn");
+  EXPECT_EQ(gn->in[0], copies[0]->out[0]);
+  EXPECT_EQ(gn->fwd_temp_bytes, 0);
+}
+
 TEST(Schedule, LayerNormRunsInFp32UnderAutocast) {
   GraphBuilder b;
   b.Input("x", {S("N"), D(8)});

@@ -503,6 +503,9 @@ void Simulator::Backward() {
     for (int64_t b : op.bwd_copy_bytes) {
       if (b > 0) copies.push_back(AllocNew(b, Category::kTransients));
     }
+    // A kernel that reads its saved input contiguous copies it again.
+    const int input_copy =
+        op.bwd_input_copy_bytes > 0 ? AllocNew(op.bwd_input_copy_bytes, Category::kTransients) : -1;
     Use(op_rule);
     std::vector<std::pair<int, int>> produced;  // (input val, grad storage)
     bool deferred_bias = false;                 // addmm: the product's backward makes it
@@ -591,6 +594,7 @@ void Simulator::Backward() {
       Use(TempRule(k));
     }
     if (weight_copy >= 0) Free(weight_copy);
+    if (input_copy >= 0) Free(input_copy);
     for (auto it = zeros.rbegin(); it != zeros.rend(); ++it) Free(*it);
     for (int st : temps) Free(st);
     // addmm's bias gradient: its `self` gradient summed to the bias's shape

@@ -1434,6 +1434,7 @@ void RegisterNnOps(OpTable* t) {
   for (const char* op : {"Conv", "ConvTranspose"}) {
     OpDef* d = t->Mutable(op);
     d->contiguous_input0 = true;
+    d->contiguous_in_kernel = true;  // _convolution, convolution_backward
     d->cudnn_conv = true;
     d->weight_inputs = InputBits(1, 2);
   }
@@ -1455,6 +1456,10 @@ void RegisterNnOps(OpTable* t) {
     d->contiguous_input0 = true;
     d->weight_inputs = InputBits(1, 2);
   }
+  // layer_norm_cuda and layer_norm_backward_cuda: input.expect_contiguous()
+  // inside the op autograd records (native_layer_norm saves its input as
+  // given); group_norm and batch_norm copy before it (the copy is saved).
+  t->Mutable("LayerNormalization")->contiguous_in_kernel = true;
   t->Mutable("BatchNormalization")->buffer_inputs = InputBits(3, 31);
   t->Mutable("GroupNormalization")->group_norm_workspaces = true;
   // Pooling and resizing call .contiguous() on their input; CUDA max pooling
