@@ -1020,6 +1020,44 @@ bool StartsWithWord(const std::string& text, const char* w) {
           !(std::isalnum(static_cast<unsigned char>(text[n])) || text[n] == '_'));
 }
 
+// The names `cat(NAME`, `concat(NAME`, `stack(NAME` (a subscript may
+// follow: `NAME[::-1]`) pass as their first argument in `text`: containers
+// a local name holds, not a list built on the line (`cat([a, b])`).
+std::vector<std::string> JoinedContainers(const std::string& text) {
+  std::vector<std::string> names;
+  for (const char* fn : {"cat", "concat", "concatenate", "stack", "hstack", "vstack"}) {
+    const std::string call = std::string(fn) + "(";
+    for (size_t at = text.find(call); at != std::string::npos; at = text.find(call, at + 1)) {
+      if (at > 0 &&
+          (std::isalnum(static_cast<unsigned char>(text[at - 1])) || text[at - 1] == '_')) {
+        continue;  // `concat(` inside `my_concat(`
+      }
+      size_t i = at + call.size();
+      while (i < text.size() && text[i] == ' ') ++i;
+      const size_t begin = i;
+      while (i < text.size() &&
+             (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_')) {
+        ++i;
+      }
+      std::string name = text.substr(begin, i - begin);
+      if (!IsIdentifier(name)) continue;
+      if (i < text.size() && text[i] == '[') {  // a subscript of the container
+        int depth = 0;
+        for (; i < text.size(); ++i) {
+          if (text[i] == '[') ++depth;
+          if (text[i] == ']' && --depth == 0) break;
+        }
+        if (i == text.size()) continue;
+        ++i;
+      }
+      while (i < text.size() && text[i] == ' ') ++i;
+      if (i >= text.size() || (text[i] != ',' && text[i] != ')')) continue;  // `cat(x.view(...))`
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+  return names;
+}
+
 }  // namespace
 
 PyStatement ParsePyStatement(const std::string& raw) {
@@ -1088,6 +1126,7 @@ PyStatement ParsePyStatement(const std::string& raw) {
   const char last = text.back();
   if (last == ',' || last == '\\') return st;
   if (text.front() == '\0' || std::strchr(".,+-*/%@&|^<>=~:", text.front()) != nullptr) return st;
+  st.joined = JoinedContainers(text);
   for (const char* word : {"and", "or", "else", "in", "is", "not", "if", "for"}) {
     // `if ...:` and `for ...:` headers bind nothing followed here (a loop
     // variable is not); `and x`, `else y`, `for x in y)` continue a line.

@@ -146,6 +146,23 @@ TEST(ParsePyStatement, TellsReturnsAndStatementsThatBindNothing) {
   EXPECT_EQ(KindOf("returned = x"), PyStatement::Kind::kAssign);
 }
 
+TEST(ParsePyStatement, FindsTheContainersACatJoins) {
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(ParsePyStatement(
+                "hidden_states = self.linear_fuse(torch.cat(all_hidden_states[::-1], dim=1))")
+                .joined,
+            (Names{"all_hidden_states"}));
+  EXPECT_EQ(ParsePyStatement("return torch.stack(outs)").joined, (Names{"outs"}));
+  EXPECT_EQ(ParsePyStatement("res = torch.cat(res, dim=1)").joined, (Names{"res"}));
+  EXPECT_EQ(ParsePyStatement("y = torch.concat( feats , 1)").joined, (Names{"feats"}));
+  // A list built on the line, a call's result, other functions: no container.
+  EXPECT_TRUE(ParsePyStatement("h = torch.cat([h, hs.pop()], dim=1)").joined.empty());
+  EXPECT_TRUE(ParsePyStatement("x = torch.cat((-x2, x1), dim=-1)").joined.empty());
+  EXPECT_TRUE(ParsePyStatement("y = torch.cat(x.split(2), 1)").joined.empty());
+  EXPECT_TRUE(ParsePyStatement("y = my_concat(feats)").joined.empty());
+  EXPECT_TRUE(ParsePyStatement("    feats,").joined.empty());  // a continuation line
+}
+
 TEST(ParsePyStatement, ContinuationLinesAreUnknown) {
   // Lines of a statement an earlier line started: keyword arguments, a
   // closing bracket, a leading operator.

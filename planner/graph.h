@@ -80,6 +80,10 @@ struct PyStatement {
   /// kAssign: one list per `=` (chained assignment), each the targets in
   /// order; "" for a target that is no plain name (`self.x`, `a[i]`, `*r`).
   std::vector<std::vector<std::string>> targets;
+  /// Local names of lists or tuples whose tensors a `cat` or `stack` call on
+  /// the line joins (`torch.cat(feats[::-1], dim=1)`): the container keeps
+  /// every element alive while its name refers to it.
+  std::vector<std::string> joined;
 };
 
 /// One Python frame of a node's stack trace: a module's forward, running

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "planner/ops/op_names.h"
+
 namespace memplan {
 namespace {
 
@@ -87,10 +89,44 @@ void MarkPythonLocals(const Graph& g, Schedule* s) {
     val.held_until = until;
     val.held_by_local = true;
   };
-  // A frame invocation's executions, bound when it returns (its last op).
-  auto close_frame = [&](const std::vector<Execution>& ex, int frame_last) {
+  // Where a later execution of the frame (from k on) binds `name` again:
+  // its end, or the frame's return.
+  auto bound_again = [&](const std::vector<Execution>& ex, size_t k, const std::string& name,
+                         int frame_last) {
+    for (size_t m = k; m < ex.size(); ++m) {
+      const PyStatement& later = g.frames[ex[m].frame].statement;
+      if (later.kind != PyStatement::Kind::kAssign) continue;
+      for (const auto& l : later.targets) {
+        if (std::find(l.begin(), l.end(), name) != l.end()) return ex[m].last;
+      }
+    }
+    return frame_last;
+  };
+  // A frame invocation's executions, bound when it returns (its last op);
+  // `depth` is the frame's place in the stacks.
+  auto close_frame = [&](const std::vector<Execution>& ex, int frame_last, int depth) {
     for (size_t k = 0; k < ex.size(); ++k) {
       const PyStatement& st = g.frames[ex[k].frame].statement;
+      // `torch.cat(feats, 1)`: the list or tuple `feats` names holds every
+      // tensor the cat joins (`feats.append(x)`, `feats += (x,)` run no op)
+      // until the name is bound again or the frame returns.
+      for (const std::string& name : st.joined) {
+        const int until = bound_again(ex, k, name, frame_last);
+        if (until <= ex[k].last) continue;
+        for (int i = ex[k].first; i <= ex[k].last; ++i) {
+          const ExecOp& op = s->ops[i];
+          if (op.node < 0 || op.node != node_of[i] || g.nodes[op.node].op_type != op_names::kConcat)
+            continue;
+          const int st_i = stack_of[i];
+          if (st_i < 0 || static_cast<int>(g.stacks[st_i].size()) != depth + 1 ||
+              g.stacks[st_i][depth] != ex[k].frame) {
+            continue;  // a cat of a function the line calls
+          }
+          for (int v : op.in) {
+            if (v >= 0 && bindable(v)) hold(v, until);
+          }
+        }
+      }
       if (st.kind != PyStatement::Kind::kAssign) continue;
       const std::vector<int> vals = results(ex[k]);
       if (vals.empty()) continue;
@@ -168,7 +204,7 @@ void MarkPythonLocals(const Graph& g, Schedule* s) {
       }
     }
     while (static_cast<int>(open.size()) > keep) {
-      close_frame(open.back(), i - 1);
+      close_frame(open.back(), i - 1, static_cast<int>(open.size()) - 1);
       open.pop_back();
     }
     if (i == n || stack_of[i] < 0) continue;

@@ -173,6 +173,53 @@ TEST(PythonLocals, TupleTargetsTakeTheValuesInOrder) {
   EXPECT_EQ(Held(s, "k0"), OpIndex(s, "mul43"));  // k is never bound again
 }
 
+// A loop that collects tensors in a tuple and joins them:
+//   52  feat = torch.relu(x)         (twice: the loop body, 52 and 53)
+//   53  feat = torch.relu(feat)
+//       feats += (feat,)             (runs no op)
+//   54  y = torch.cat(feats, 1)      or, with `rebind`, feats = torch.cat(feats, 1)
+//   55  z = torch.relu(y)
+//   56  return torch.relu(z)
+GraphBuilder JoinLoop(bool rebind) {
+  GraphBuilder b;
+  Frames f{&b.g};
+  const int l52 = f.Add("m.py", 52, Assign({{"feat"}}));
+  const int l53 = f.Add("m.py", 53, Assign({{"feat"}}));
+  PyStatement cat = Assign({{rebind ? "feats" : "y"}});
+  cat.joined = {"feats"};
+  const int l54 = f.Add("m.py", 54, cat);
+  const int l55 = f.Add("m.py", 55, Assign({{"z"}}));
+  const int l56 = f.Add("m.py", 56, Return());
+  b.Input("x", {S("N"), D(256)});
+  f.Run(b.Op("Relu", {"x"}, {"a1"}, "relu52a"), {}, {l52});
+  f.Run(b.Op("Relu", {"a1"}, {"f1"}, "relu53a"), {}, {l53});
+  f.Run(b.Op("Relu", {"x"}, {"a2"}, "relu52b"), {}, {l52});
+  f.Run(b.Op("Relu", {"a2"}, {"f2"}, "relu53b"), {}, {l53});
+  Node& c = b.Op("Concat", {"f1", "f2"}, {"y"}, "cat54");
+  c.attrs["axis"] = testing_util::IntAttr(1);
+  f.Run(c, {}, {l54});
+  f.Run(b.Op("Relu", {"y"}, {"z"}, "relu55"), {}, {l55});
+  f.Run(b.Op("Relu", {"z"}, {"out"}, "relu56"), {}, {l56});
+  b.Output("out");
+  return b;
+}
+
+TEST(PythonLocals, AContainerACatJoinsHoldsItsTensorsUntilTheFrameReturns) {
+  GraphBuilder b = JoinLoop(false);
+  const Schedule s = testing_util::InferenceScheduleOf(b, 8);
+  // `feat` lets go of f1 when the second iteration binds it again; the
+  // tuple keeps both until the frame returns.
+  EXPECT_EQ(Held(s, "f1"), OpIndex(s, "relu56"));
+  EXPECT_EQ(Held(s, "f2"), OpIndex(s, "relu56"));
+}
+
+TEST(PythonLocals, AContainerBoundAgainByTheCatLetsItsTensorsGo) {
+  GraphBuilder b = JoinLoop(true);
+  const Schedule s = testing_util::InferenceScheduleOf(b, 8);
+  EXPECT_EQ(Held(s, "f1"), OpIndex(s, "relu52b"));  // `feat` bound again
+  EXPECT_EQ(Held(s, "f2"), OpIndex(s, "relu56"));   // `feat` still names it
+}
+
 TEST(PythonLocals, HeldLocalsRaiseTheInferencePeak) {
   // Batch 1024: every tensor 1 MiB. Without stack traces h0 dies at line
   // 21 and a at 22; held by their names, both live through line 23, where

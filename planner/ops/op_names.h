@@ -14,6 +14,7 @@ inline constexpr char kAdd[] = "Add";
 inline constexpr char kBatchNormalization[] = "BatchNormalization";
 inline constexpr char kCast[] = "Cast";
 inline constexpr char kCastLike[] = "CastLike";
+inline constexpr char kConcat[] = "Concat";
 inline constexpr char kDiv[] = "Div";
 inline constexpr char kDropout[] = "Dropout";
 inline constexpr char kErf[] = "Erf";
