@@ -7,7 +7,8 @@
 //     calibration exercises lacks its evidence entry), or
 //   - an entry claims a configuration no calibration row measured.
 // The family rows (bench/results/families_h200.jsonl: bench/families.py,
-// models of families the calibration lacks) are measurements too: a family
+// models of families the calibration lacks; convnext_n and segformer_n of
+// families_new2_h200.jsonl) are measurements too: a family
 // configuration (model, training or inference, precision) backs the rules its
 // plan uses when the plan matches every one of its rows, allocated peak within
 // kEvidenceAllocatedTolerance at each measured batch (first and steady step).
@@ -225,6 +226,25 @@ int main(int argc, char** argv) {
         if (line.empty()) continue;
         rows.push_back(json::parse(line));
         family_models.insert(rows.back()["model"].get<std::string>());
+      }
+    }
+    // The second round of new families: the two the channels-last and the
+    // joined-container rules were built on (the others stay checks).
+    {
+      const std::set<std::string> evidence_models = {"convnext_n", "segformer_n"};
+      std::ifstream in(results + "/families_new2_h200.jsonl");
+      if (!in) {
+        std::printf("FAIL: cannot read %s/families_new2_h200.jsonl\n", results.c_str());
+        return 1;
+      }
+      std::string line;
+      while (std::getline(in, line)) {
+        if (line.empty()) continue;
+        json j = json::parse(line);
+        const std::string model = j["model"].get<std::string>();
+        if (!evidence_models.count(model)) continue;
+        family_models.insert(model);
+        rows.push_back(std::move(j));
       }
     }
     // The same models measured at the batches advise picked for an H200 and

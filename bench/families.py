@@ -12,6 +12,7 @@ video CNN (torchvision r3d_18), a CLIP-style dual encoder and an MLP-Mixer.
   python3 bench/families.py list          (the models the memory model was built on)
   python3 bench/families.py list-check    (the same families at other sizes: check only)
   python3 bench/families.py list-new      (four new families, `_n`: check only)
+  python3 bench/families.py list-new2     (five more new families, `_n`: check only)
   python3 bench/families.py export NAME OUTDIR
       train-mode export (dynamo, optimize=False; the TorchScript exporter when
       dynamo fails), batch dim symbolic, weights dropped (shape-only ONNX).
@@ -542,6 +543,73 @@ MODELS.update({
 NEW_MODELS = [n for n in MODELS if n.endswith("_n")]
 
 
+# A second round of new families (check only, never evidence): a ConvNeXt
+# (depthwise 7x7 convolutions, LayerNorm over permuted channels-last tensors,
+# layer scale, stochastic depth), an EfficientNet (SiLU in place,
+# squeeze-and-excitation gates, stochastic depth), a ResNeXt (grouped 3x3
+# convolutions), a Swin transformer (shifted
+# windows: roll, window partition, a relative-position bias gathered from a
+# table, an attention mask) and a SegFormer (spatial-reduction attention,
+# Mix-FFN with a depthwise convolution, bilinear upsampling of the decoder's
+# features, per-pixel loss at a quarter of the resolution).
+
+
+def convnext(dims=(48, 96, 192, 384), depths=(2, 2, 4, 2), classes=100):
+    from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+    cfg = [CNBlockConfig(dims[i], dims[i + 1] if i + 1 < len(dims) else None, depths[i])
+           for i in range(len(dims))]
+    return ConvNeXt(cfg, stochastic_depth_prob=0.1, num_classes=classes)
+
+
+def effnet(width=0.75, depth=0.8, classes=100):
+    from torchvision.models.efficientnet import EfficientNet, _efficientnet_conf
+    setting, last = _efficientnet_conf("efficientnet_b0", width_mult=width, depth_mult=depth)
+    return EfficientNet(setting, dropout=0.2, stochastic_depth_prob=0.2, num_classes=classes,
+                        last_channel=last)
+
+
+def swin(dim=48, depths=(2, 2, 4, 2), heads=(3, 6, 12, 24), classes=100):
+    from torchvision.models.swin_transformer import SwinTransformer
+    return SwinTransformer(patch_size=[4, 4], embed_dim=dim, depths=list(depths),
+                           num_heads=list(heads), window_size=[7, 7], stochastic_depth_prob=0.1,
+                           num_classes=classes)
+
+
+def resnext(layers=(2, 2, 3, 2), groups=16, width=4, classes=100):
+    from torchvision.models.resnet import Bottleneck, ResNet
+    return ResNet(Bottleneck, list(layers), groups=groups, width_per_group=width,
+                  num_classes=classes)
+
+
+class HFPixels(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, pixel_values):
+        return self.m(pixel_values=pixel_values).logits
+
+
+def segformer(hidden=(32, 64, 160, 256), heads=(1, 2, 5, 8), labels=19):
+    from transformers import SegformerConfig, SegformerForSemanticSegmentation
+    cfg = SegformerConfig(num_channels=3, num_encoder_blocks=4, depths=[2, 2, 2, 2],
+                          sr_ratios=[8, 4, 2, 1], hidden_sizes=list(hidden),
+                          num_attention_heads=list(heads), decoder_hidden_size=192,
+                          num_labels=labels, hidden_dropout_prob=0.0,
+                          attention_probs_dropout_prob=0.0, drop_path_rate=0.1)
+    return HFPixels(SegformerForSemanticSegmentation(cfg))
+
+
+MODELS.update({
+    "convnext_n": (convnext, image(192), ["image"], [0], "cls", [32, 128], [64]),
+    "effnet_n": (effnet, image(192), ["image"], [0], "cls", [32, 128], [64]),
+    "swin_n": (swin, image(224), ["image"], [0], "cls", [16, 96], [32]),
+    "segformer_n": (segformer, image(256), ["pixel_values"], [0], "pixels", [8, 48], [16]),
+    "resnext_n": (resnext, image(160), ["image"], [0], "cls", [32, 128], [64]),
+})
+NEW2_MODELS = ["convnext_n", "effnet_n", "swin_n", "segformer_n", "resnext_n"]
+
+
 def loss_of(out, kind):
     if kind == "cls":
         return F.cross_entropy(out, torch.randint(0, out.shape[1], out.shape[:1], device=out.device))
@@ -691,9 +759,10 @@ def measure(name, mode, batch, prec, trace=None):
 
 if __name__ == "__main__":
     verb = sys.argv[1]
-    if verb in ("list", "list-check", "list-new"):
+    if verb in ("list", "list-check", "list-new", "list-new2"):
         for n, spec in MODELS.items():
-            group = "list-check" if n in CHECK_MODELS else "list-new" if n in NEW_MODELS else "list"
+            group = ("list-check" if n in CHECK_MODELS else "list-new2" if n in NEW2_MODELS else
+                     "list-new" if n in NEW_MODELS else "list")
             if group != verb:
                 continue
             print(n, " ".join(map(str, spec[5])), "|", " ".join(map(str, spec[6])))

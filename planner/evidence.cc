@@ -132,8 +132,14 @@ const MechanismEntry kMechanisms[kNumMechanisms] = {
      "Python local variables",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16 (the "
       "dynamo exports); family rows of gru_lm, gru_seqfirst, llama_gqa, lstm_lm, lstm_tagger, "
-      "qwen_bigvocab, t5_encdec, unet_ldm",
+      "qwen_bigvocab, t5_encdec, unet_ldm; the tuple segformer_n's decoder joins with torch.cat",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {Mechanism::kChannelsLast,
+     "channels-last layouts",
+     {"family rows of convnext_n and segformer_n (bench/results/families_new2_h200.jsonl) and "
+      "their allocator traces; 392 convolutions of channels-last inputs "
+      "(bench/results/cudnn_channels_last_ws_h200.jsonl)",
+      kFp32 | kAmpBf16 | kBf16, kFp32}},
     {Mechanism::kAllocator,
      "caching allocator model",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "

@@ -84,9 +84,10 @@ enum class Mechanism {
   kCheckpointRecompute,  ///< torch.utils.checkpoint: the segment's forward run again.
   kModuleCallHolding,    ///< A module call's argument tuple holds its inputs.
   kPythonLocals,         ///< A Python local of a running forward holds its value.
+  kChannelsLast,         ///< Channels-last tensors run as they are (NHWC kernels, workspaces).
   kAllocator,            ///< The caching allocator model (segments, rounding).
 };
-constexpr int kNumMechanisms = 25;
+constexpr int kNumMechanisms = 26;
 
 [[nodiscard]] const char* MechanismName(Mechanism m);
 /// What backs a mechanism (the table in evidence.cc).

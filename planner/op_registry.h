@@ -160,6 +160,12 @@ struct OpDef {
   /// while autograd saves the input as given, and the backward, which reads
   /// it, copies it again for the length of its call.
   bool contiguous_in_kernel = false;
+  /// A channels-last input (IsChannelsLast) is run as it is, with no copy,
+  /// and output 0 is channels-last too: the op asks for
+  /// input.contiguous(input.suggest_memory_format()) (cuDNN convolution and
+  /// batch norm, the NHWC kernels of max and average pooling and of
+  /// upsampling).
+  bool keeps_channels_last = false;
   /// Inputs 0 and 1 are matmul operands: copied when matmul's stride rules
   /// need it; a following bias Add joins it as one addmm.
   bool matmul_operands = false;

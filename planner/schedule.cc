@@ -47,6 +47,29 @@ bool IsContiguous(const std::vector<int64_t>& shape, const std::vector<int64_t>&
   return true;
 }
 
+std::vector<int64_t> ChannelsLastStrides(const std::vector<int64_t>& shape) {
+  if (shape.size() != 4 && shape.size() != 5) return ContiguousStrides(shape);
+  std::vector<int64_t> s(shape.size(), 1);
+  int64_t acc = std::max<int64_t>(shape[1], 1);  // C innermost
+  for (size_t i = shape.size(); i-- > 2;) {
+    s[i] = acc;
+    acc *= std::max<int64_t>(shape[i], 1);
+  }
+  s[0] = acc;
+  return s;
+}
+
+bool IsChannelsLast(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+  if ((shape.size() != 4 && shape.size() != 5) || strides.size() != shape.size()) return false;
+  if (IsContiguous(shape, strides)) return false;
+  const std::vector<int64_t> want = ChannelsLastStrides(shape);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0) return false;
+    if (shape[i] != 1 && strides[i] != want[i]) return false;
+  }
+  return true;
+}
+
 bool ViewStrides(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
                  const std::vector<int64_t>& new_shape, std::vector<int64_t>* out) {
   int64_t numel = 1;
@@ -188,6 +211,58 @@ int64_t UnitConvWeightGradBytes(const Val& x, const Val& w) {
   return SatMulNonNeg(SatMulNonNeg(SatMulNonNeg(n, pixels), SatAdd(c, k)), 2);
 }
 
+// A convolution whose input is channels-last runs cuDNN's NHWC kernels on
+// it as it is: nothing is copied but the weight, which
+// cudnn_conv_suggest_memory_format makes channels-last for the call (a
+// 1x1 weight is both already), in forward and for the input gradient.
+// Measured on the H200 over 392 shapes, fp32 and bf16
+// (bench/results/cudnn_channels_last_ws_h200.jsonl):
+// - dense: forward and input gradient take the weight's size (a few take a
+//   few MiB more); the weight gradient takes split-K partial sums of 0 to 40
+//   MiB, planned as the global kConvWeightGradExtraBytes.
+// - depthwise: forward and input gradient take nothing. The 16-bit weight
+//   gradient takes 8 float32 partial weight gradients per image, channels
+//   rounded up to 32 (8 * N * ceil32(C) * kh * kw * 4 bytes: 230 of 230
+//   shapes exact above 392 output positions, none at 392). The float32 one
+//   takes nothing for 3x3 kernels (at most 1.05 MiB) or from 256 channels;
+//   for larger kernels, once the output has more than 6272 positions (1568
+//   from 128 channels), 8.1 to 10.9 times the input, planned at
+//   kh * kw / 4.5 times it (the 10.9), and nothing below.
+// The segformer_n trace (b8 amp_bf16) shows the 1x1 decoder convolution of
+// a channels-last concatenation taking 1.1 MiB for its weight gradient where
+// the NCHW rule gives 60 MiB; convnext_n's (b32 fp32) the 7x7 depthwise
+// weight gradients taking 36.8 to 110.4 MiB.
+void ChannelsLastConvWorkspaces(const Val& x, const Val& w, const Val& y, int64_t groups,
+                                ExecOp* op) {
+  int64_t elem = 0;
+  DTypeBytes(x.dtype, 1, &elem);
+  int64_t kernel_area = 1;
+  for (size_t d = 2; d < w.shape.size(); ++d) kernel_area = SatMulNonNeg(kernel_area, w.shape[d]);
+  int64_t positions = y.shape.empty() ? 0 : y.shape[0];
+  for (size_t d = 2; d < y.shape.size(); ++d) positions = SatMulNonNeg(positions, y.shape[d]);
+  const int64_t channels = x.shape[1];
+  if (groups > 1 && groups == channels) {  // depthwise
+    if (!w.requires_grad) return;
+    if (elem == 2) {
+      constexpr int64_t kMaxPositionsWithout = 392;
+      if (positions <= kMaxPositionsWithout) return;
+      const int64_t c32 = SatMulNonNeg((channels + 31) / 32, 32);
+      op->bwd_weight_workspace =
+          SatMulNonNeg(SatMulNonNeg(SatMulNonNeg(8 * 4, x.shape[0]), c32), kernel_area);
+    } else if (elem == 4 && kernel_area > 9 && channels < 256) {
+      const int64_t min_positions = channels >= 128 ? 1568 : 6272;
+      if (positions <= min_positions) return;
+      op->bwd_weight_workspace = static_cast<int64_t>(
+          static_cast<double>(BytesOf(x.shape, x.dtype)) * static_cast<double>(kernel_area) / 4.5);
+    }
+    return;
+  }
+  const int64_t weight_copy = kernel_area > 1 ? w.bytes : 0;
+  op->fwd_workspace = weight_copy;
+  if (x.requires_grad) op->bwd_workspace = weight_copy;
+  if (w.requires_grad) op->bwd_weight_workspace = kConvWeightGradExtraBytes;
+}
+
 void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies fp32, ExecOp* op,
                     bool* fp32_conv) {
   if (op->in.size() < 2 || op->in[0] < 0 || op->in[1] < 0 || op->out.empty() || op->out[0] < 0) {
@@ -199,6 +274,10 @@ void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies 
   if (x.shape.size() < 3 || w.shape.size() < 3) return;
   const int64_t channels = x.shape[1];
   const int64_t groups = n.GetInt("group", 1);
+  if (IsChannelsLast(x.shape, x.strides)) {
+    ChannelsLastConvWorkspaces(x, w, y, groups, op);
+    return;
+  }
   if (groups > 1 && groups == channels) return;  // depthwise
   bool unit = true;
   for (size_t d = 2; d < w.shape.size(); ++d) unit = unit && w.shape[d] == 1;
@@ -303,6 +382,11 @@ class Builder {
   bool ComputeViewOutput(const Node& n, const OpDef& def, int in_val, int out_tensor,
                          Val* out) const;
   bool MatMulNeedsCopy(int v, int rank_other) const;
+  /// Output 0 is channels-last: an op that keeps a channels-last input so
+  /// (OpDef::keeps_channels_last), or a Concat of channels-last inputs only
+  /// (cat's output takes its inputs' memory format when they agree).
+  bool ChannelsLastOutput(const OpDef* def, const std::string& op_type,
+                          const std::vector<int>& in) const;
 
   const Graph& g_;
   const PlanOptions& o_;
@@ -556,6 +640,18 @@ void Builder::AddViewOp(int ni, const OpDef& def, std::vector<int> in) {
   s_.ops.push_back(std::move(op));
 }
 
+bool Builder::ChannelsLastOutput(const OpDef* def, const std::string& op_type,
+                                 const std::vector<int>& in) const {
+  if (in.empty() || in[0] < 0) return false;
+  auto channels_last = [&](int v) { return IsChannelsLast(s_.vals[v].shape, s_.vals[v].strides); };
+  if (def != nullptr && def->keeps_channels_last) return channels_last(in[0]);
+  if (op_type != op_names::kConcat) return false;
+  for (int v : in) {
+    if (v >= 0 && !channels_last(v)) return false;
+  }
+  return true;
+}
+
 bool Builder::MatMulNeedsCopy(int v, int rank_other) const {
   const Val& x = s_.vals[v];
   const size_t r = x.shape.size();
@@ -669,7 +765,8 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     if (in[i] < 0) continue;
     const Val& v = s_.vals[in[i]];
     // Ops that PyTorch runs on contiguous memory call .contiguous().
-    bool need = def && def->contiguous_input0 && i == 0 && !IsContiguous(v.shape, v.strides);
+    bool need = def && def->contiguous_input0 && i == 0 && !IsContiguous(v.shape, v.strides) &&
+                !(def->keeps_channels_last && IsChannelsLast(v.shape, v.strides));
     if (def && def->matmul_operands && i < 2) {
       const int other = in[1 - i];
       const int rank_other = other >= 0 ? static_cast<int>(s_.vals[other].shape.size()) : 2;
@@ -739,6 +836,7 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
       }
     }
     v.strides = ContiguousStrides(v.shape);
+    if (k == 0 && ChannelsLastOutput(def, op_type, in)) v.strides = ChannelsLastStrides(v.shape);
     if (def && def->output_like_input0 && !in.empty() && in[0] >= 0) {
       // empty_like(input): dropout of a batch-first RNN output stays
       // transposed (H200 trace lstm_lm_b bf16 b16: the head's linear copies it).

@@ -203,6 +203,13 @@ void MarkCheckpointSegments(const Graph& g, const PlanOptions& options, Schedule
 std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape);
 /// True when `strides` are row-major for `shape` (size-1 dims ignored).
 bool IsContiguous(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides);
+/// Channels-last strides of a 4-D or 5-D `shape` (N, C, spatial...: C
+/// innermost, then the spatial dims, N outermost); row-major otherwise.
+std::vector<int64_t> ChannelsLastStrides(const std::vector<int64_t>& shape);
+/// True when a 4-D or 5-D tensor is dense in channels-last order and not
+/// also row-major (a permuted [N, H, W, C] tensor viewed as [N, C, H, W]):
+/// what PyTorch's suggest_memory_format calls ChannelsLast(3d).
+bool IsChannelsLast(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides);
 /// Strides for viewing (shape, strides) as new_shape without a copy, as
 /// PyTorch's view/reshape decides; false when a copy is needed.
 bool ViewStrides(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,

@@ -487,6 +487,56 @@ TEST(Schedule, KernelsThatCopyTheirInputInsideSaveItAsGiven) {
   EXPECT_EQ(gn->fwd_temp_bytes, 0);
 }
 
+// A permuted [N, H, W, C] tensor viewed as [N, C, H, W] is channels-last:
+// convolutions run it as it is (no copy, outputs channels-last, no NHWC copy
+// workspaces), and so does a Concat of channels-last tensors.
+TEST(Schedule, ChannelsLastInputsRunAsTheyAre) {
+  for (Precision p : {Precision::kFp32, Precision::kBf16}) {
+    GraphBuilder b;
+    b.Input("x", {S("N"), D(16), D(16), D(32)});
+    b.Init("wd", {32, 1, 3, 3});
+    b.Init("w1", {16, 32, 1, 1});
+    b.Op("Relu", {"x"}, {"r"}, "relu");
+    b.Op("Transpose", {"r"}, {"xt"}, "xt").attrs["perm"] = IntsAttr({0, 3, 1, 2});
+    Node& dw = b.Op("Conv", {"xt", "wd"}, {"d"}, "dw");
+    dw.attrs["group"] = testing_util::IntAttr(32);
+    dw.attrs["pads"] = IntsAttr({1, 1, 1, 1});
+    b.Op("Conv", {"d", "w1"}, {"c"}, "pw");  // [N, 16, 16, 16]
+    b.Op("Concat", {"c", "d"}, {"cat"}, "cat").attrs["axis"] = testing_util::IntAttr(1);
+    b.Output("cat");
+    auto s = Build(&b, 2, p);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_TRUE(OpsOfType(s.value(), "Contiguous").empty());
+    for (const char* name : {"xt", "d", "c", "cat"}) {
+      const Val& v = s->vals[b.g.Find(name)];
+      EXPECT_TRUE(IsChannelsLast(v.shape, v.strides)) << name;
+    }
+    const ExecOp* dwop = OpOfNode(s.value(), b.g, "dw");
+    const ExecOp* pwop = OpOfNode(s.value(), b.g, "pw");
+    ASSERT_TRUE(dwop && pwop);
+    for (const ExecOp* op : {dwop, pwop}) {
+      EXPECT_EQ(op->fwd_temp_bytes, 0);
+      EXPECT_EQ(op->bwd_input_copy_bytes, 0);
+      EXPECT_EQ(op->fwd_workspace, 0);  // depthwise, and a 1x1 weight
+      EXPECT_EQ(op->bwd_workspace, 0);
+    }
+    // 16-bit depthwise weight gradient: 8 fp32 partials per image (512
+    // output positions); fp32 3x3: none. The dense one: split-K partials.
+    EXPECT_EQ(dwop->bwd_weight_workspace, p == Precision::kBf16 ? 8 * 2 * 32 * 9 * 4 : 0);
+    EXPECT_EQ(pwop->bwd_weight_workspace, 4 << 20);
+  }
+}
+
+TEST(Schedule, ChannelsLastStridesAndTheirTest) {
+  EXPECT_EQ(ChannelsLastStrides({2, 3, 4, 5}), (std::vector<int64_t>{60, 1, 15, 3}));
+  EXPECT_EQ(ChannelsLastStrides({2, 3, 4, 5, 6}), (std::vector<int64_t>{360, 1, 90, 18, 3}));
+  EXPECT_TRUE(IsChannelsLast({2, 3, 4, 5}, {60, 1, 15, 3}));
+  EXPECT_FALSE(IsChannelsLast({2, 3, 4, 5}, {60, 20, 5, 1}));  // row-major
+  EXPECT_FALSE(IsChannelsLast({2, 1, 4, 5}, {20, 1, 5, 1}));   // one channel: both
+  EXPECT_FALSE(IsChannelsLast({2, 3, 4}, {12, 1, 3}));         // 3-D
+  EXPECT_FALSE(IsChannelsLast({2, 3, 4, 5}, {60, 1, 3, 12}));  // H and W swapped
+}
+
 TEST(Schedule, LayerNormRunsInFp32UnderAutocast) {
   GraphBuilder b;
   b.Input("x", {S("N"), D(8)});

@@ -1469,6 +1469,20 @@ void RegisterNnOps(OpTable* t) {
     t->Mutable(op)->contiguous_input0 = true;
   }
   t->Mutable("MaxPool")->makes_indices = true;
+  // Channels-last inputs (a permuted [N, H, W, C] tensor: ConvNeXt's
+  // LayerNorm2d, SegFormer's decoder) stay channels-last: cudnn_convolution
+  // and cudnn_batch_norm take cudnn_conv_suggest_memory_format /
+  // suggest_memory_format, max_pool2d, avg_pool2d, adaptive_avg_pool2d and
+  // upsample_{nearest,bilinear}2d have NHWC kernels (aten/src/ATen/native/
+  // cuda/). Measured: the H200 trace of segformer_n b8 amp_bf16
+  // (bench/results/traces/families_new2/) upsamples a channels-last view
+  // without a copy, and 392 convolutions of channels-last inputs
+  // (bench/results/cudnn_channels_last_ws_h200.jsonl) all write channels-last
+  // outputs.
+  for (const char* op : {"Conv", "ConvTranspose", "BatchNormalization", "MaxPool", "AveragePool",
+                         "GlobalAveragePool", "Resize", "Upsample"}) {
+    t->Mutable(op)->keeps_channels_last = true;
+  }
   for (const char* op : {"LSTM", "GRU", "RNN"}) {
     OpDef* d = t->Mutable(op);
     d->recurrent = true;

@@ -36,6 +36,7 @@ const OpEntry kOpEvidence[] = {
      {"calibration rows of gpt2, vit_b_16; family rows of deeplab_mnv3, llama_gqa, qwen_bigvocab, "
       "unet_ldm",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
+    {"ConstantOfShape", {"family rows of segformer_n", kFp32 | kAmpBf16 | kBf16, kFp32}},
     {"Conv",
      {"calibration rows of mobilenet_v2, resnet18, resnet50, vit_b_16; family rows of "
       "deeplab_mnv3, unet_ldm, wav2vec2_cls",
@@ -57,6 +58,7 @@ const OpEntry kOpEvidence[] = {
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
     {"Flatten",
      {"calibration rows of mobilenet_v2, resnet50", kFp32 | kAmpBf16 | kAmpFp16 | kBf16, 0}},
+    {"Floor", {"family rows of segformer_n", kFp32 | kAmpBf16 | kBf16, kFp32}},
     {"GRU", {"family rows of gru_lm, gru_seqfirst", kFp32 | kAmpBf16 | kBf16, kFp32}},
     {"Gather",
      {"calibration rows of bert_base, gpt2, vit_b_16; family rows of gru_lm, llama_gqa, lstm_lm, "
@@ -88,7 +90,7 @@ const OpEntry kOpEvidence[] = {
     {"LayerNormalization",
      {"calibration rows of bert_base, gpt2, vit_b_16; family rows of wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"Less", {"family rows of t5_encdec", kFp32 | kAmpBf16, kFp32}},
+    {"Less", {"family rows of convnext_n, t5_encdec", kFp32 | kAmpBf16 | kBf16, kFp32}},
     {"LessOrEqual",
      {"calibration rows of gpt2; family rows of t5_encdec", kFp32 | kAmpBf16, kFp32}},
     {"Log", {"family rows of t5_encdec", kFp32 | kAmpBf16, kFp32}},
@@ -111,6 +113,8 @@ const OpEntry kOpEvidence[] = {
     {"Pow",
      {"calibration rows of gpt2; family rows of llama_gqa, qwen_bigvocab, t5_encdec",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
+    {"RandomUniformLike",
+     {"family rows of convnext_n, segformer_n", kFp32 | kAmpBf16 | kBf16, kFp32}},
     {"Reciprocal",
      {"family rows of llama_gqa, qwen_bigvocab, t5_encdec", kFp32 | kAmpBf16 | kBf16, kFp32}},
     {"ReduceL2", {"family rows of wav2vec2_cls", kFp32 | kBf16, kFp32}},
@@ -127,7 +131,8 @@ const OpEntry kOpEvidence[] = {
       "rows of gru_lm, gru_seqfirst, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, "
       "unet_ldm, wav2vec2_cls",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
-    {"Resize", {"family rows of deeplab_mnv3, unet_ldm", kFp32 | kAmpBf16 | kBf16, kFp32}},
+    {"Resize",
+     {"family rows of deeplab_mnv3, segformer_n, unet_ldm", kFp32 | kAmpBf16 | kBf16, kFp32}},
     {"SequenceAt",
      {"calibration rows of gpt2", kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
     {"Sin", {"family rows of llama_gqa, qwen_bigvocab", kFp32 | kAmpBf16 | kBf16, kFp32}},
