@@ -274,7 +274,9 @@ void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies 
   if (x.shape.size() < 3 || w.shape.size() < 3) return;
   const int64_t channels = x.shape[1];
   const int64_t groups = n.GetInt("group", 1);
-  if (IsChannelsLast(x.shape, x.strides)) {
+  // Measured for 2-D convolutions; a channels-last 3-D one keeps the NCHW
+  // rule below (its copies bound what an NDHWC engine takes).
+  if (x.shape.size() == 4 && IsChannelsLast(x.shape, x.strides)) {
     ChannelsLastConvWorkspaces(x, w, y, groups, op);
     return;
   }
