@@ -9,12 +9,11 @@ shapes. One JSON line per (shape, dtype), like bench/cudnn_ws_grid.py.
 Usage (GPU machine): python3 bench/cudnn_channels_last_ws.py OUT.jsonl
 """
 import itertools
-import json
 import sys
 
 import torch
 
-from cudnn_ws_grid import transient_blocks
+from cudnn_ws_grid import transient_blocks, write_grid
 
 torch.backends.cudnn.benchmark = False
 
@@ -45,7 +44,6 @@ def measure(n, c, k, hw, ks, stride, groups, dtype):
 
 
 def main():
-    out = open(sys.argv[1], "w")
     grid = []
     for n, c, hw, ks in itertools.product([8, 32], [32, 48, 64, 96, 128, 192, 256, 384, 512],
                                           [7, 12, 14, 24, 28, 48, 56], [3, 7]):
@@ -56,13 +54,7 @@ def main():
                                                      [14, 28, 64], [1, 3, 2], [1]):
         s = 2 if ks == 2 else stride
         grid.append((n, c, k, hw, ks, s, 1))  # dense (ks 2: ConvNeXt's downsampling)
-    for g in grid:
-        for dt in (torch.float32, torch.bfloat16):
-            try:
-                out.write(json.dumps(measure(*g, dt)) + "\n")
-            except Exception as e:  # noqa: BLE001 - record and go on
-                out.write(json.dumps(dict(shape=g, dtype=str(dt), error=repr(e)[:200])) + "\n")
-            out.flush()
+    write_grid(sys.argv[1], grid, measure)
 
 
 if __name__ == "__main__":

@@ -8,12 +8,11 @@ One JSON line per (shape, dtype); `dims` is 1 or 2.
 Usage (GPU machine): python3 bench/cudnn_grouped_ws.py OUT.jsonl
 """
 import itertools
-import json
 import sys
 
 import torch
 
-from cudnn_ws_grid import transient_blocks
+from cudnn_ws_grid import transient_blocks, write_grid
 
 torch.backends.cudnn.benchmark = False
 
@@ -43,7 +42,6 @@ def measure(n, c, k, hw, ks, stride, groups, dims, dtype):
 
 
 def main():
-    out = open(sys.argv[1], "w")
     grid = []
     for n, c, hw, ks, stride, g in itertools.product(
             [8, 32], [64, 128, 256, 512], [14, 28, 56], [3, 1], [1, 2], [2, 4, 8, 16, 32]):
@@ -53,13 +51,7 @@ def main():
     for n, c, t, ks, g in itertools.product([16, 128], [256, 384, 768], [49, 199],
                                             [128, 32], [16]):
         grid.append((n, c, c, t, ks, 1, g, 1))
-    for s in grid:
-        for dt in (torch.float32, torch.bfloat16):
-            try:
-                out.write(json.dumps(measure(*s, dt)) + "\n")
-            except Exception as e:  # noqa: BLE001 - record and go on
-                out.write(json.dumps(dict(shape=s, dtype=str(dt), error=repr(e)[:200])) + "\n")
-            out.flush()
+    write_grid(sys.argv[1], grid, measure)
 
 
 if __name__ == "__main__":

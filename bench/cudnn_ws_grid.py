@@ -60,8 +60,20 @@ def measure(n, c, k, hw, ks, stride, groups, dtype):
     return rec
 
 
+def write_grid(path, grid, measure_fn):
+    """One JSON line per (shape, dtype) of `grid`, fp32 then bf16, to `path`;
+    a shape that fails is recorded with its error and the grid goes on."""
+    with open(path, "w") as out:
+        for g in grid:
+            for dt in (torch.float32, torch.bfloat16):
+                try:
+                    out.write(json.dumps(measure_fn(*g, dt)) + "\n")
+                except Exception as e:  # noqa: BLE001 - record and go on
+                    out.write(json.dumps(dict(shape=g, dtype=str(dt), error=repr(e)[:200])) + "\n")
+                out.flush()
+
+
 def main():
-    out = open(sys.argv[1], "w")
     grid = []
     for n, c, k, hw, ks, stride in itertools.product(
             [8, 32], [3, 16, 64, 256], [16, 64, 256, 512], [14, 56, 112], [1, 3, 7], [1, 2]):
@@ -70,13 +82,7 @@ def main():
         grid.append((n, c, k, hw, ks, stride, 1))
     for n, c, hw in itertools.product([8, 32], [32, 96, 384], [14, 56, 112]):
         grid.append((n, c, c, hw, 3, 1, c))  # depthwise
-    for g in grid:
-        for dt in (torch.float32, torch.bfloat16):
-            try:
-                out.write(json.dumps(measure(*g, dt)) + "\n")
-            except Exception as e:  # noqa: BLE001 - record and go on
-                out.write(json.dumps(dict(shape=g, dtype=str(dt), error=repr(e)[:200])) + "\n")
-            out.flush()
+    write_grid(sys.argv[1], grid, measure)
 
 
 if __name__ == "__main__":
