@@ -274,9 +274,13 @@ void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies 
   if (x.shape.size() < 3 || w.shape.size() < 3) return;
   const int64_t channels = x.shape[1];
   const int64_t groups = n.GetInt("group", 1);
-  // Measured for 2-D convolutions; a channels-last 3-D one keeps the NCHW
-  // rule below (its copies bound what an NDHWC engine takes).
-  if (x.shape.size() == 4 && IsChannelsLast(x.shape, x.strides)) {
+  // Measured for 2-D convolutions of 32 channels or more; a channels-last
+  // 3-D one, or one of fewer channels (an image permuted from [N, H, W, 3],
+  // which 16-bit NHWC kernels would pad), keeps the NCHW rule below: its
+  // copies bound what the engine takes.
+  constexpr int64_t kMinMeasuredChannelsLastChannels = 32;
+  if (x.shape.size() == 4 && channels >= kMinMeasuredChannelsLastChannels &&
+      IsChannelsLast(x.shape, x.strides)) {
     ChannelsLastConvWorkspaces(x, w, y, groups, op);
     return;
   }

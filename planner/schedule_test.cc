@@ -527,6 +527,26 @@ TEST(Schedule, ChannelsLastInputsRunAsTheyAre) {
   }
 }
 
+// Below the measured range (fewer than 32 channels: an image permuted from
+// [N, H, W, 3]) the NCHW workspaces stay, but the input is still not copied
+// and the output is channels-last.
+TEST(Schedule, AChannelsLastImageKeepsTheNchwWorkspaceBound) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(16), D(16), D(3)});
+  b.Init("w", {8, 3, 3, 3});
+  b.Op("Transpose", {"x"}, {"xt"}, "xt").attrs["perm"] = IntsAttr({0, 3, 1, 2});
+  b.Op("Conv", {"xt", "w"}, {"c"}, "conv").attrs["pads"] = IntsAttr({1, 1, 1, 1});
+  b.Output("c");
+  auto s = Build(&b, 2, Precision::kFp32);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const ExecOp* conv = OpOfNode(s.value(), b.g, "conv");
+  ASSERT_TRUE(conv);
+  EXPECT_EQ(conv->fwd_temp_bytes, 0);
+  EXPECT_GT(conv->fwd_workspace, 2 * 3 * 16 * 16 * 4);  // copies the input at least
+  const Val& c = s->vals[b.g.Find("c")];
+  EXPECT_TRUE(IsChannelsLast(c.shape, c.strides));
+}
+
 TEST(Schedule, ChannelsLastStridesAndTheirTest) {
   EXPECT_EQ(ChannelsLastStrides({2, 3, 4, 5}), (std::vector<int64_t>{60, 1, 15, 3}));
   EXPECT_EQ(ChannelsLastStrides({2, 3, 4, 5, 6}), (std::vector<int64_t>{360, 1, 90, 18, 3}));
