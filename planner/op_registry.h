@@ -135,6 +135,20 @@ enum class MaskMaker {
   kTriangle,    ///< A triangle of a matrix (Trilu).
 };
 
+/// How an op's output takes a channels-last layout.
+enum class ChannelsLastRule : uint8_t {
+  kNever,
+  /// A channels-last input 0 is run as it is, with no copy, and output 0 is
+  /// channels-last too: the op asks for
+  /// input.contiguous(input.suggest_memory_format()) (cuDNN convolution and
+  /// batch norm, the NHWC kernels of max and average pooling and of
+  /// upsampling).
+  kKeepsInput0,
+  /// Output 0 is channels-last when every input is (cat's output takes its
+  /// inputs' memory format when they agree).
+  kAllInputs,
+};
+
 /// Everything memplan knows about one op, kept in one place: the schedule,
 /// the parameter classifier and the simulation read these fields and never
 /// the op's name. registry_test checks every entry.
@@ -160,12 +174,8 @@ struct OpDef {
   /// while autograd saves the input as given, and the backward, which reads
   /// it, copies it again for the length of its call.
   bool contiguous_in_kernel = false;
-  /// A channels-last input (IsChannelsLast) is run as it is, with no copy,
-  /// and output 0 is channels-last too: the op asks for
-  /// input.contiguous(input.suggest_memory_format()) (cuDNN convolution and
-  /// batch norm, the NHWC kernels of max and average pooling and of
-  /// upsampling).
-  bool keeps_channels_last = false;
+  /// When output 0 is channels-last (IsChannelsLast).
+  ChannelsLastRule channels_last = ChannelsLastRule::kNever;
   /// Inputs 0 and 1 are matmul operands: copied when matmul's stride rules
   /// need it; a following bias Add joins it as one addmm.
   bool matmul_operands = false;

@@ -64,8 +64,7 @@ bool IsChannelsLast(const std::vector<int64_t>& shape, const std::vector<int64_t
   if (IsContiguous(shape, strides)) return false;
   const std::vector<int64_t> want = ChannelsLastStrides(shape);
   for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 0) return false;
-    if (shape[i] != 1 && strides[i] != want[i]) return false;
+    if (shape[i] != 1 && strides[i] != want[i]) return false;  // (empty: contiguous above)
   }
   return true;
 }
@@ -243,17 +242,28 @@ void ChannelsLastConvWorkspaces(const Val& x, const Val& w, const Val& y, int64_
   const int64_t channels = x.shape[1];
   if (groups > 1 && groups == channels) {  // depthwise
     if (!w.requires_grad) return;
+    // The measured boundaries of cuDNN's choices (see above).
+    constexpr int64_t kHalfMaxPositionsWithout = 392;
+    constexpr int64_t kHalfPartialsPerImage = 8;
+    constexpr int64_t kFp32MaxKernelAreaWithout = 9;  // 3x3
+    constexpr int64_t kFp32MinChannelsWithout = 256;
+    constexpr int64_t kFp32WideChannels = 128;  // from here the lower boundary
+    constexpr int64_t kFp32MaxPositionsWithout = 6272;
+    constexpr int64_t kFp32WideMaxPositionsWithout = 1568;
+    constexpr double kFp32KernelAreaPerInput = 4.5;  // kh * kw / 4.5 x the input
     if (elem == 2) {
-      constexpr int64_t kMaxPositionsWithout = 392;
-      if (positions <= kMaxPositionsWithout) return;
+      if (positions <= kHalfMaxPositionsWithout) return;
       const int64_t c32 = SatMulNonNeg((channels + 31) / 32, 32);
+      op->bwd_weight_workspace = SatMulNonNeg(
+          SatMulNonNeg(SatMulNonNeg(kHalfPartialsPerImage * 4, x.shape[0]), c32), kernel_area);
+    } else if (elem == 4 && kernel_area > kFp32MaxKernelAreaWithout &&
+               channels < kFp32MinChannelsWithout) {
+      const int64_t without =
+          channels >= kFp32WideChannels ? kFp32WideMaxPositionsWithout : kFp32MaxPositionsWithout;
+      if (positions <= without) return;
       op->bwd_weight_workspace =
-          SatMulNonNeg(SatMulNonNeg(SatMulNonNeg(8 * 4, x.shape[0]), c32), kernel_area);
-    } else if (elem == 4 && kernel_area > 9 && channels < 256) {
-      const int64_t min_positions = channels >= 128 ? 1568 : 6272;
-      if (positions <= min_positions) return;
-      op->bwd_weight_workspace = static_cast<int64_t>(
-          static_cast<double>(BytesOf(x.shape, x.dtype)) * static_cast<double>(kernel_area) / 4.5);
+          static_cast<int64_t>(static_cast<double>(BytesOf(x.shape, x.dtype)) *
+                               static_cast<double>(kernel_area) / kFp32KernelAreaPerInput);
     }
     return;
   }
@@ -388,11 +398,8 @@ class Builder {
   bool ComputeViewOutput(const Node& n, const OpDef& def, int in_val, int out_tensor,
                          Val* out) const;
   bool MatMulNeedsCopy(int v, int rank_other) const;
-  /// Output 0 is channels-last: an op that keeps a channels-last input so
-  /// (OpDef::keeps_channels_last), or a Concat of channels-last inputs only
-  /// (cat's output takes its inputs' memory format when they agree).
-  bool ChannelsLastOutput(const OpDef* def, const std::string& op_type,
-                          const std::vector<int>& in) const;
+  /// Output 0 is channels-last, by the op's OpDef::channels_last rule.
+  bool ChannelsLastOutput(const OpDef* def, const std::vector<int>& in) const;
 
   const Graph& g_;
   const PlanOptions& o_;
@@ -646,16 +653,18 @@ void Builder::AddViewOp(int ni, const OpDef& def, std::vector<int> in) {
   s_.ops.push_back(std::move(op));
 }
 
-bool Builder::ChannelsLastOutput(const OpDef* def, const std::string& op_type,
-                                 const std::vector<int>& in) const {
-  if (in.empty() || in[0] < 0) return false;
+bool Builder::ChannelsLastOutput(const OpDef* def, const std::vector<int>& in) const {
+  if (def == nullptr || in.empty() || in[0] < 0) return false;
   auto channels_last = [&](int v) { return IsChannelsLast(s_.vals[v].shape, s_.vals[v].strides); };
-  if (def != nullptr && def->keeps_channels_last) return channels_last(in[0]);
-  if (op_type != op_names::kConcat) return false;
-  for (int v : in) {
-    if (v >= 0 && !channels_last(v)) return false;
+  switch (def->channels_last) {
+    case ChannelsLastRule::kNever:
+      return false;
+    case ChannelsLastRule::kKeepsInput0:
+      return channels_last(in[0]);
+    case ChannelsLastRule::kAllInputs:
+      return std::all_of(in.begin(), in.end(), [&](int v) { return v < 0 || channels_last(v); });
   }
-  return true;
+  return false;
 }
 
 bool Builder::MatMulNeedsCopy(int v, int rank_other) const {
@@ -772,7 +781,8 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     const Val& v = s_.vals[in[i]];
     // Ops that PyTorch runs on contiguous memory call .contiguous().
     bool need = def && def->contiguous_input0 && i == 0 && !IsContiguous(v.shape, v.strides) &&
-                !(def->keeps_channels_last && IsChannelsLast(v.shape, v.strides));
+                !(def->channels_last == ChannelsLastRule::kKeepsInput0 &&
+                  IsChannelsLast(v.shape, v.strides));
     if (def && def->matmul_operands && i < 2) {
       const int other = in[1 - i];
       const int rank_other = other >= 0 ? static_cast<int>(s_.vals[other].shape.size()) : 2;
@@ -842,7 +852,7 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
       }
     }
     v.strides = ContiguousStrides(v.shape);
-    if (k == 0 && ChannelsLastOutput(def, op_type, in)) v.strides = ChannelsLastStrides(v.shape);
+    if (k == 0 && ChannelsLastOutput(def, in)) v.strides = ChannelsLastStrides(v.shape);
     if (def && def->output_like_input0 && !in.empty() && in[0] >= 0) {
       // empty_like(input): dropout of a batch-first RNN output stays
       // transposed (H200 trace lstm_lm_b bf16 b16: the head's linear copies it).

@@ -71,7 +71,8 @@ class Simulator {
       if (def != nullptr && def->cudnn_conv) kind = WorkspaceKind::kCudnnConv;
       if (def != nullptr && def->cudnn_rnn) kind = WorkspaceKind::kCudnnRnn;
       op_workspace_.push_back(kind);
-      if (def != nullptr && def->keeps_channels_last && !op.in.empty() && op.in[0] >= 0 &&
+      if (def != nullptr && def->channels_last == ChannelsLastRule::kKeepsInput0 &&
+          !op.in.empty() && op.in[0] >= 0 &&
           IsChannelsLast(s.vals[op.in[0]].shape, s.vals[op.in[0]].strides)) {
         Use(Mech(Mechanism::kChannelsLast));
       }

@@ -1481,7 +1481,7 @@ void RegisterNnOps(OpTable* t) {
   // outputs.
   for (const char* op : {"Conv", "ConvTranspose", "BatchNormalization", "MaxPool", "AveragePool",
                          "GlobalAveragePool", "Resize", "Upsample"}) {
-    t->Mutable(op)->keeps_channels_last = true;
+    t->Mutable(op)->channels_last = ChannelsLastRule::kKeepsInput0;
   }
   for (const char* op : {"LSTM", "GRU", "RNN"}) {
     OpDef* d = t->Mutable(op);

@@ -1363,6 +1363,7 @@ void RegisterShapeOps(OpTable* t) {
   concat.output_dtype = OutputDType::kPromote;
   concat.combines_weight = true;
   concat.rearranges_weight = WeightRearrange::kAllInputs;
+  concat.channels_last = ChannelsLastRule::kAllInputs;  // cat's memory format
   Viewing(t->Add("Split", Def(SplitShape, V)), ViewRule::kSplit, GradKind::kGather, false);
   t->Mutable("Split")->rearranges_weight = WeightRearrange::kInput0;
   Viewing(t->Add("SplitToSequence", Def(SplitToSequenceShape, V)), ViewRule::kSequence,
