@@ -210,6 +210,26 @@ int64_t UnitConvWeightGradBytes(const Val& x, const Val& w) {
   return SatMulNonNeg(SatMulNonNeg(SatMulNonNeg(n, pixels), SatAdd(c, k)), 2);
 }
 
+// The forward of an unstrided 1x1 convolution in 16 bits: cuDNN's
+// heuristics run most as a GEMM on the NCHW tensors (no workspace), but over
+// a small image (at most 7x7) with 256 channels or more on either side they
+// pick an NHWC engine that copies the input and the output through a
+// workspace (x + y bytes). Measured on the H200 over 574 bf16 shapes (26
+// channel pairs of ResNet, ResNeXt, MobileNet and EfficientNet bottlenecks,
+// 5x5 to 56x56, batches 8 to 128: bench/results/cudnn_1x1_ws_h200.jsonl):
+// this rule matches 532 (no workspace at all: 477). Most of the other 42 are
+// larger images at batch 128 with wide channel pairs, which copy too; those
+// are not planned (the copy there shows no rule in the channels or batch).
+// resnext_n's stage-4 1x1 convolutions (5x5) copy, as planned.
+bool UnitConvCopiesInForward(const Val& x, const Val& w) {
+  if (x.shape.size() != 4 || w.shape.empty()) return false;
+  constexpr int64_t kMaxCopyingPixels = 49;
+  constexpr int64_t kMinCopyingChannels = 256;
+  const int64_t pixels = SatMulNonNeg(x.shape[2], x.shape[3]);
+  return pixels > 1 && pixels <= kMaxCopyingPixels &&
+         std::max(x.shape[1], w.shape[0]) >= kMinCopyingChannels;
+}
+
 // A convolution whose input is channels-last runs cuDNN's NHWC kernels on
 // it as it is: nothing is copied but the weight, which
 // cudnn_conv_suggest_memory_format makes channels-last for the call (a
@@ -304,6 +324,9 @@ void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies 
   const bool input_only = elem == 4 && fp32 == Fp32ConvCopies::kInputOnly;
   if (elem == 4) *fp32_conv = true;
   if (unit) {
+    if (elem == 2 && groups == 1 && UnitConvCopiesInForward(x, w)) {
+      op->fwd_workspace = SatAdd(BytesOf(x.shape, x.dtype), y.bytes);
+    }
     if (input_only && w.requires_grad) {
       op->bwd_weight_workspace = SatAdd(SatAdd(BytesOf(x.shape, x.dtype), y.bytes), w.bytes);
     }

@@ -846,11 +846,48 @@ TEST(ScheduleConv, HalfPrecisionUnitConvWeightGradientSplitsOverImagesOrCopies) 
   EXPECT_EQ(expand->bwd_weight_workspace, 8LL * 1280 * 320 * 4);
   EXPECT_EQ(reduce->bwd_weight_workspace, 8LL * 49 * (1280 + 320) * 2);
   EXPECT_EQ(pixel->bwd_weight_workspace, 0);
-  EXPECT_EQ(expand->fwd_workspace + expand->bwd_workspace, 0);
+  // At 7x7 with 1280 output channels the forward copies its input and
+  // output (UnitConvCopiesInForward); the input gradient takes none.
+  EXPECT_EQ(expand->fwd_workspace, 8LL * 49 * (320 + 1280) * 2);
+  EXPECT_EQ(expand->bwd_workspace, 0);
   GraphBuilder f = graph();
   auto sf = Build(&f, 8, Precision::kFp32);
   ASSERT_TRUE(sf.ok()) << sf.message();
   EXPECT_EQ(OpOfNode(sf.value(), f.g, "expand")->bwd_weight_workspace, 0);
+}
+
+// The forward of an unstrided 16-bit 1x1 convolution copies its input and
+// output over images of at most 7x7 with 256 channels or more on either
+// side (bench/results/cudnn_1x1_ws_h200.jsonl); larger images, narrower
+// convolutions, one pixel and fp32 take none.
+TEST(ScheduleConv, HalfPrecisionUnitConvForwardCopiesOverSmallImages) {
+  auto graph = [] {
+    GraphBuilder b;
+    b.Input("a", {S("N"), D(256), D(5), D(5)});
+    b.Input("b", {S("N"), D(128), D(7), D(7)});
+    b.Input("c", {S("N"), D(512), D(14), D(14)});
+    b.Input("d", {S("N"), D(512), D(1), D(1)});
+    b.Init("Wa", {64, 256, 1, 1});
+    b.Init("Wb", {128, 128, 1, 1});
+    b.Init("Wc", {512, 512, 1, 1});
+    b.Init("Wd", {512, 512, 1, 1});
+    for (const char* n : {"a", "b", "c", "d"}) {
+      b.Op("Conv", {n, std::string("W") + n}, {std::string("y") + n}, std::string("conv_") + n);
+      b.Output(std::string("y") + n);
+    }
+    return b;
+  };
+  GraphBuilder b = graph();
+  auto s = Build(&b, 4, Precision::kBf16);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(OpOfNode(s.value(), b.g, "conv_a")->fwd_workspace, 4LL * 25 * (256 + 64) * 2);
+  for (const char* n : {"conv_b", "conv_c", "conv_d"}) {
+    EXPECT_EQ(OpOfNode(s.value(), b.g, n)->fwd_workspace, 0) << n;
+  }
+  GraphBuilder f = graph();
+  auto sf = Build(&f, 4, Precision::kFp32);
+  ASSERT_TRUE(sf.ok()) << sf.message();
+  EXPECT_EQ(OpOfNode(sf.value(), f.g, "conv_a")->fwd_workspace, 0);
 }
 
 TEST(ScheduleConv, MaxPoolMakesItsIndicesEvenWithoutAutograd) {
