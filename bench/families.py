@@ -606,8 +606,12 @@ MODELS.update({
     "swin_n": (swin, image(224), ["image"], [0], "cls", [16, 96], [32]),
     "segformer_n": (segformer, image(256), ["pixel_values"], [0], "pixels", [8, 48], [16]),
     "resnext_n": (resnext, image(160), ["image"], [0], "cls", [32, 128], [64]),
+    # Another size, a check of the 1x1 convolution rules (bench/cudnn_1x1_ws.py).
+    "resnext_n_b": (P(resnext, layers=(1, 2, 2, 1), groups=8, width=8), image(144), ["image"],
+                    [0], "cls", [24, 96], [48]),
 })
 NEW2_MODELS = ["convnext_n", "effnet_n", "swin_n", "segformer_n", "resnext_n"]
+CHECK_MODELS.append("resnext_n_b")
 
 
 def loss_of(out, kind):
