@@ -154,9 +154,10 @@ int64_t BytesOf(const std::vector<int64_t>& shape, DType dt) {
 // 8 channels). For fp32 the heuristics pick, shape by shape, engines that
 // copy all three (104 of 248 shapes) or the input and weight only (82): see
 // Fp32ConvCopies.
-// Depthwise convolutions have NCHW kernels and unstrided 1x1 ones run as
-// GEMMs on NCHW: no workspace (their weight gradient's split-K buffers, a few
-// MiB, are left out). Backward takes one workspace of the same size for the
+// Depthwise convolutions have NCHW kernels and unstrided 1x1 ones mostly run
+// as GEMMs on NCHW: no workspace (their weight gradient's split-K buffers, a
+// few MiB, are left out; a 16-bit 1x1 forward over a small image copies, see
+// UnitConvCopiesInForward). Backward takes one workspace of the same size for the
 // input gradient, then one for the weight gradient that is larger by its
 // split-K partial sums. That excess varies with the shape (0 to 240 MiB over
 // 406 convolutions of the grid); its medians are 4.5 MiB (fp32) and 2.25 MiB
