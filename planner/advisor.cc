@@ -102,6 +102,33 @@ Result<BatchSearch> LargestBatch(const FitFn& fits, int64_t cap, int64_t start) 
   return out;
 }
 
+Result<BatchSearch> ScanPastDips(const FitFn& fits, const BeyondFn& beyond, int64_t found,
+                                 int64_t cap, int max_misses) {
+  BatchSearch out;
+  out.batch = std::max<int64_t>(0, found);
+  int misses = 0;
+  for (int64_t b = out.batch + 1; b <= cap && misses < max_misses; ++b) {
+    ++out.probes;
+    auto over = beyond(b);
+    if (!over.ok()) return over.status();
+    if (over.value()) break;
+    ++out.probes;
+    auto f = fits(b);
+    if (!f.ok()) return f.status();
+    if (!f.value()) {
+      ++misses;
+      continue;
+    }
+    auto up = LargestBatch(fits, cap, b);
+    if (!up.ok()) return up.status();
+    out.probes += up->probes;
+    out.batch = std::max(b, up->batch);
+    b = out.batch;
+    misses = 0;
+  }
+  return out;
+}
+
 Result<BatchSearch> LargestBatchPredicted(const MeasureFn& measure, double target, int64_t cap,
                                           int64_t start) {
   BatchSearch out;
@@ -308,6 +335,9 @@ struct Probe {
   /// The plan stopped once sure not to fit (Plan::over_limit): `device` is
   /// a lower bound, nothing else is filled in.
   bool over_limit = false;
+  /// The allocated peak + context + NCCL + allowance (a lower bound where
+  /// over_limit): no larger batch fits once it is over the budget.
+  int64_t allocated_need = 0;
   /// What must fit the usable budget.
   int64_t Need() const { return device + uncertain; }
   bool Fits(int64_t usable) const { return !over_limit && !int32_overflow && Need() <= usable; }
@@ -370,6 +400,11 @@ class Searcher {
       auto probe = std::make_unique<Probe>();
       probe->over_limit = true;
       probe->device = plan->peak.reserved_bytes + r_.context_bytes;
+      // Stopped on its live bytes, peak.reserved_bytes holds them (a lower
+      // bound of the allocated peak); after the replay, the allocated peak.
+      probe->allocated_need = (plan->peak.allocated_bytes > 0 ? plan->peak.allocated_bytes
+                                                              : plan->peak.reserved_bytes) +
+                              r_.context_bytes;
       const Probe* out = probe.get();
       cache_[key] = std::move(probe);
       return out;
@@ -384,6 +419,9 @@ class Searcher {
         std::max({pl.peak.reserved_bytes, pl.first_step.reserved_bytes, pl.steady.reserved_bytes});
     probe->device = reserved + r_.context_bytes + pl.rank.nccl_bytes;
     probe->uncertain = UncertaintyBytes(pl);
+    probe->allocated_need = std::max({pl.peak.allocated_bytes, pl.first_step.allocated_bytes,
+                                      pl.steady.allocated_bytes}) +
+                            r_.context_bytes + pl.rank.nccl_bytes + probe->uncertain;
     probe->int32_overflow = pl.int32_overflow.elements > 0;
     const Probe* out = probe.get();
     std::unique_ptr<Probe>& slot = cache_[key];
@@ -397,6 +435,14 @@ class Searcher {
       auto probe = At(batch, p, ckpt, usable);
       if (!probe.ok()) return probe.status();
       return FitMeasure{probe.value()->Fits(usable), static_cast<double>(probe.value()->Need())};
+    };
+  }
+
+  BeyondFn Beyond(Precision p, const std::vector<std::string>& ckpt, int64_t usable) {
+    return [this, p, ckpt, usable](int64_t batch) -> Result<bool> {
+      auto probe = At(batch, p, ckpt, usable);
+      if (!probe.ok()) return probe.status();
+      return probe.value()->allocated_need > usable;
     };
   }
 
@@ -530,6 +576,12 @@ Result<Advice> AdviseOneStrategy(const Graph& g, const AdviseRequest& r) {
                          : LargestBatch(s.Fits(p, c.checkpoint, usable), cap, start);
         if (!found.ok()) return found.status();
         c.batch = found->batch;
+        if (c.batch < kDipScanBelow) {
+          auto past = ScanPastDips(s.Fits(p, c.checkpoint, usable),
+                                   s.Beyond(p, c.checkpoint, usable), c.batch, cap);
+          if (!past.ok()) return past.status();
+          c.batch = past->batch;
+        }
         if (pl == CheckpointStrategy::kNone) {
           b_none = c.batch;
           if (c.batch > 0) hint = c.batch;

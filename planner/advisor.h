@@ -38,6 +38,30 @@ struct BatchSearch {
 /// until a success), then bisection.
 Result<BatchSearch> LargestBatch(const FitFn& fits, int64_t cap, int64_t start = 1);
 
+/// Whether no batch from `batch` on can fit: a lower bound of the need that
+/// grows with the batch (the allocated peak) is already over the budget there.
+using BeyondFn = std::function<Result<bool>(int64_t batch)>;
+
+/// How many batches in a row past an answer ScanPastDips tries before it stops.
+constexpr int kDipScanMisses = 8;
+/// The advisor scans past answers below this batch only: above it the
+/// kDipScanMisses batches scanned are under 1/8 more samples, and where
+/// the allocated peak sits far under the reserved one (gpt2's 12 %) each
+/// answer would cost that many more plans.
+constexpr int64_t kDipScanBelow = 64;
+
+/// The reserved peak is not monotone in the batch (segments are cut and
+/// cached in steps: bench/results/advise_fit/top_h200.jsonl has recurrent
+/// nets whose batch 12 reserves less than their batch 4), so a larger batch
+/// than a search's answer `found` (0: none fits) can fit. Tries found + 1,
+/// found + 2, ... (cap at most) until `beyond` says none larger can fit or
+/// `max_misses` in a row fail; from a batch that fits, LargestBatch goes on
+/// upward and the scan goes on past its answer. `probes` counts the calls of
+/// `fits` and `beyond` (an advisor's repeated ones cost nothing).
+[[nodiscard]] Result<BatchSearch> ScanPastDips(const FitFn& fits, const BeyondFn& beyond,
+                                               int64_t found, int64_t cap,
+                                               int max_misses = kDipScanMisses);
+
 /// One probe of a batch for LargestBatchPredicted: whether it fits, and the
 /// bytes it needs (a lower bound is enough: it only steers the search).
 struct FitMeasure {

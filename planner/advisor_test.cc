@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <functional>
+#include <set>
 
 #include "planner/ops/test_graph.h"
 
@@ -41,6 +42,48 @@ TEST(Advisor, BatchSearchFindsTheExactBoundary) {
       EXPECT_LE(r->probes, 40);
     }
   }
+}
+
+// gru_lm fp32's measured reserved peak for a budget of 594 MiB: batch 4
+// fits, 5 to 11 do not, 12 does again (588 MiB), 22 and more reserve more
+// and the allocated peak passes the budget at 18.
+TEST(Advisor, ScanPastDipsFindsALargerBatchThatFits) {
+  const std::set<int64_t> fitting = {1, 2, 3, 4, 12, 13};
+  FitFn fits = [&](int64_t b) -> Result<bool> { return fitting.count(b) > 0; };
+  int beyond_asked = 0;
+  BeyondFn beyond = [&](int64_t b) -> Result<bool> {
+    ++beyond_asked;
+    return b >= 18;
+  };
+  auto mono = LargestBatch(fits, 65536, 1);
+  ASSERT_TRUE(mono.ok());
+  EXPECT_EQ(mono->batch, 4);  // The search stops a few batches past 5.
+  auto past = ScanPastDips(fits, beyond, mono->batch, 65536);
+  ASSERT_TRUE(past.ok()) << past.message();
+  EXPECT_EQ(past->batch, 13);
+  // Asked at 5 to 12, then past LargestBatch's 13 at 14 to 18, where the
+  // allocated peak is over.
+  EXPECT_EQ(beyond_asked, 8 + 5);
+  // Misses in a row end it: 5 to 10 fail, so with 6 allowed 12 is not reached.
+  auto short_scan = ScanPastDips(
+      fits, [](int64_t) -> Result<bool> { return false; }, 4, 65536,
+      /*max_misses=*/6);
+  ASSERT_TRUE(short_scan.ok());
+  EXPECT_EQ(short_scan->batch, 4);
+  // At the cap, or when nothing larger can fit, the answer stands.
+  auto capped = ScanPastDips(fits, beyond, 4, 10);
+  ASSERT_TRUE(capped.ok());
+  EXPECT_EQ(capped->batch, 4);
+  auto none = ScanPastDips(
+      fits, [](int64_t) -> Result<bool> { return true; }, 0, 65536);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->batch, 0);
+  // An error stops it.
+  auto err = ScanPastDips(
+      fits, [](int64_t b) -> Result<bool> { return Status::Error("at " + std::to_string(b)); }, 4,
+      65536);
+  ASSERT_FALSE(err.ok());
+  EXPECT_EQ(err.message(), "at 5");
 }
 
 TEST(Advisor, BatchSearchEdges) {

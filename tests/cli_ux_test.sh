@@ -161,4 +161,11 @@ has "bash completes a command's flags" "$T/out" "--checkpoint"
 complete_words memplan advise --batch >"$T/out"
 has "bash completes advise --batch-dim" "$T/out" "--batch-dim"
 
+# ------------------------------------------------------------ advise past a dip
+# gru_lm fp32 reserves 594 MiB at batch 4, 688 at 8 and 588 at 12 (measured on
+# the H200 and planned so): the search stops past 4, the scan finds 12.
+expect 0 "advise past a reserved dip" "$BIN" advise "$MODELS/gru_lm_train.onnx" --budget 594MiB \
+  --reserve 0 --margin 0 --precision fp32 --checkpoint none --format json
+json "advise past a reserved dip: batch 12" 'd["recommendation"]["batch"] == 12'
+
 finish
