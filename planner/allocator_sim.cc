@@ -633,7 +633,7 @@ Status CachingAllocatorReplay::Replay(const std::vector<MemEvent>& events, size_
   if (!error_.ok()) return error_;
   SimResult& r = result_;
   const size_t from = replayed();
-  if (r.oom || end <= from) return Status();
+  if (r.oom || r.stopped_above || end <= from) return Status();
   end = std::min(end, events.size());
   // Room for every event there is now: a replay in parts does not regrow.
   r.allocated_after.reserve(events.size());
@@ -700,6 +700,10 @@ Status CachingAllocatorReplay::Replay(const std::vector<MemEvent>& events, size_
     }
     r.peak_reserved = std::max(r.peak_reserved, sim.reserved());
     if (r.oom) break;
+    if (stop_reserved_ >= 0 && i < stop_before_ && sim.reserved() > stop_reserved_) {
+      r.stopped_above = true;
+      break;
+    }
   }
   return Status();
 }

@@ -38,6 +38,9 @@ struct SimResult {
   /// Per event, index = event index. Set for alloc events; a free event or a
   /// size-0 alloc keeps the default (segment -1, block 0).
   std::vector<Placement> placements;
+  /// The replay stopped at its StopAbove limit (reserved over it): the
+  /// per-event vectors end with the event that went over.
+  bool stopped_above = false;
   bool oom = false;           ///< A request could not be served.
   size_t oom_event = 0;       ///< The failed event; the per-event vectors end with it.
   int64_t alloc_retries = 0;  ///< Like num_alloc_retries: requests that hit release_cached_blocks.
@@ -104,6 +107,15 @@ class CachingAllocatorReplay {
   /// Replays events [replayed(), end); an error as SimulateCachingAllocator
   /// gives it (the replay then stops for good). Stops at an out-of-memory.
   [[nodiscard]] Status Replay(const std::vector<MemEvent>& events, size_t end);
+  /// From now on the replay stops, for good, at the first event before
+  /// `before_event` after which more than `reserved` bytes are reserved
+  /// (SimResult::stopped_above). Without an empty_cache event the reserved
+  /// bytes never fall, so the peak of any stretch ending at or after that
+  /// event is above `reserved` too: a fit test stops there.
+  void StopAbove(int64_t reserved, size_t before_event) {
+    stop_reserved_ = reserved;
+    stop_before_ = before_event;
+  }
   /// Events replayed so far (the per-event vectors of result() have as many).
   [[nodiscard]] size_t replayed() const { return result_.placements.size(); }
   /// Every segment with its mapped bytes and address rank, every block of
@@ -123,6 +135,8 @@ class CachingAllocatorReplay {
   AllocatorConfig config_;
   SimResult result_;
   Status error_;
+  int64_t stop_reserved_ = -1;  ///< StopAbove's limit (-1: none).
+  size_t stop_before_ = 0;
   Impl* impl_ = nullptr;
 };
 

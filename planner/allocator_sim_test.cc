@@ -493,5 +493,31 @@ TEST(AllocReplay, StateSaysWhetherAStretchLeftTheAllocatorAsItFoundIt) {
   EXPECT_TRUE(c.StateEquals({}));
 }
 
+// A fit test's replay stops at the first event, before the given one, after
+// which more than the limit is reserved; later events are not replayed.
+TEST(AllocReplay, StopsOnceReservedIsOverTheLimit) {
+  const std::vector<MemEvent> events = {A(1, 30 * MiB), A(2, 30 * MiB), F(1), A(3, 40 * MiB),
+                                        A(4, 8 * MiB)};
+  CachingAllocatorReplay full({});
+  ASSERT_TRUE(full.Replay(events, events.size()).ok());
+  EXPECT_FALSE(full.result().stopped_above);
+  // 30 + 30 + 40 MiB segments; the 8 MiB request splits the freed 30 MiB block.
+  EXPECT_EQ(full.result().peak_reserved, 100 * MiB);
+  CachingAllocatorReplay stop({});
+  stop.StopAbove(70 * MiB, events.size());
+  ASSERT_TRUE(stop.Replay(events, 2).ok());  // 60 MiB: not yet
+  EXPECT_FALSE(stop.result().stopped_above);
+  ASSERT_TRUE(stop.Replay(events, events.size()).ok());
+  EXPECT_TRUE(stop.result().stopped_above);
+  EXPECT_EQ(stop.replayed(), 4u);  // ends with the 40 MiB allocation that went over
+  EXPECT_EQ(stop.result().peak_reserved, 100 * MiB);
+  // The crossing at event 3 is not before event 3: no stop.
+  CachingAllocatorReplay late({});
+  late.StopAbove(70 * MiB, 3);
+  ASSERT_TRUE(late.Replay(events, events.size()).ok());
+  EXPECT_FALSE(late.result().stopped_above);
+  EXPECT_EQ(late.replayed(), events.size());
+}
+
 }  // namespace
 }  // namespace memplan

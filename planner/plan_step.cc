@@ -93,6 +93,8 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
   sim.stop_when_steady = options.mode == Mode::kTrain && !options.keep_events && !data_parallel;
   sim.Run();
   if (in_place_matters != nullptr) *in_place_matters = sim.in_place_matters;
+  int64_t fit_live = 0;        // the step's live bytes, with a reserved limit
+  size_t fit_stop_before = 0;  // a fit test's replay can stop before this event (0: never)
   if (reserved_limit >= 0 && options.allocator.device_limit == 0 && !data_parallel &&
       !sim.iteration_events.empty()) {
     // The events of the reported peak, as below: inference spans every pass,
@@ -113,23 +115,44 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
       plan.peak.reserved_bytes = live;
       return plan;
     }
+    fit_live = live;
+    fit_stop_before = e1;
   }
   CachingAllocatorReplay replay(options.allocator);
+  if (fit_stop_before > 0 && std::none_of(sim.events.begin(), sim.events.end(),
+                                          [](const MemEvent& e) { return e.empty_cache; })) {
+    // The reported step ends at fit_stop_before: once more than the limit is
+    // reserved before it, its reserved peak is above the limit.
+    replay.StopAbove(reserved_limit, fit_stop_before);
+  }
+  // The replay stopped at the limit: the plan is over it (its allocated peak
+  // is the simulation's live bytes, a lower bound).
+  auto stopped = [&]() {
+    plan.over_limit = true;
+    plan.peak.reserved_bytes = replay.result().peak_reserved;
+    plan.peak.allocated_bytes = fit_live;
+    return plan;
+  };
   bool repeated = false;
   Status replayed;
   if (sim.steady_repeats) {
     replayed = replay.Replay(sim.events, sim.iteration_events[1].first);
+    if (replayed.ok() && replay.result().stopped_above) return stopped();
     if (replayed.ok()) {
       const std::vector<int64_t> before = replay.State();
       replayed = replay.Replay(sim.events, sim.events.size());
+      if (replayed.ok() && replay.result().stopped_above) return stopped();
       repeated = replayed.ok() && !replay.result().oom && replay.StateEquals(before);
     }
     if (!repeated) sim.RunRepeatedIteration();
   }
-  if (replayed.ok()) replayed = replay.Replay(sim.events, sim.events.size());
+  if (replayed.ok() && !replay.result().stopped_above) {
+    replayed = replay.Replay(sim.events, sim.events.size());
+  }
   if (!replayed.ok()) {
     return Status::Error(g.source + ": cannot replay the allocations: " + replayed.message());
   }
+  if (replay.result().stopped_above) return stopped();
   if (repeated) sim.CountRepeatedIteration();
   const SimResult& res = replay.result();
   const auto& it = sim.iteration_events;
