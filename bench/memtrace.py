@@ -15,6 +15,7 @@ fp16 (model.half()), for train fp32, amp_bf16 or bf16 (MEMTRACE_ATTN=eager: the
 transformers models with eager attention) (the model cast to bf16 on
 the GPU, the cache emptied, as the calibration protocol does); CHECKPOINT a JSON list of
 module names run under torch.utils.checkpoint (as bench/ckpt_validate.py does).
+MEMTRACE_FRAMES=0 records no Python frames.
 """
 import copy
 import gc
@@ -85,7 +86,12 @@ def main():
     cpu_model, shape, vocab = build(name)
     settle()
     base = torch.cuda.memory_allocated()
-    torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python")
+    if os.environ.get("MEMTRACE_FRAMES", "1") == "0":
+        # Without frames: recording Python frames fails inside a checkpointed
+        # gpt2's backward (run_backward returned NULL, torch 2.11).
+        torch.cuda.memory._record_memory_history(max_entries=2_000_000, context=None)
+    else:
+        torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python")
     model = copy.deepcopy(cpu_model).cuda()
     if ckpt:
         from ckpt_validate import recompute_in_backward

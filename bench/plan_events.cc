@@ -8,7 +8,8 @@
 // The last two pick one variant of what the export does not say (the fp32
 // cuDNN engine kind, in-place activations); by default the plan's own choice.
 // MEMPLAN_LORA=SPEC, MEMPLAN_WEIGHTS=FORMAT and MEMPLAN_MODEL_LOAD=LOAD in the
-// environment add --lora, --weights and --model-load (MEMPLAN_ATTENTION --attention); MEMPLAN_MODE=inference
+// environment add --lora, --weights and --model-load (MEMPLAN_ATTENTION --attention,
+// MEMPLAN_CHECKPOINT --checkpoint); MEMPLAN_MODE=inference
 // plans the inference pass. MEMPLAN_PLACEMENTS=1
 // appends each event's id and where an allocation landed: #ID @SEGMENT:OFFSET/BLOCK
 // (bytes), and
@@ -93,6 +94,15 @@ int main(int argc, char** argv) {
     auto f = memplan::ParseEnum<memplan::ModelLoad>(m);
     if (!f.ok()) return Fail(f.message());
     options->model_load = f.value();
+  }
+  // MEMPLAN_CHECKPOINT: modules recomputed in backward, comma-separated (--checkpoint).
+  if (const char* c = std::getenv("MEMPLAN_CHECKPOINT")) {
+    std::string list = c;
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      if (comma > at) options->checkpoint_segments.push_back(list.substr(at, comma - at));
+      at = comma + 1;
+    }
   }
   auto plan = memplan::PlanModel(loaded.value(), bindings, options.value());
   if (!plan.ok()) return Fail(plan.message());
