@@ -24,6 +24,7 @@
 #include "planner/finetune.h"
 #include "planner/plan.h"
 #include "planner/plan_model.h"
+#include "planner/text.h"
 
 namespace {
 
@@ -97,12 +98,7 @@ int main(int argc, char** argv) {
   }
   // MEMPLAN_CHECKPOINT: modules recomputed in backward, comma-separated (--checkpoint).
   if (const char* c = std::getenv("MEMPLAN_CHECKPOINT")) {
-    std::string list = c;
-    for (size_t at = 0; at <= list.size();) {
-      const size_t comma = std::min(list.find(',', at), list.size());
-      if (comma > at) options->checkpoint_segments.push_back(list.substr(at, comma - at));
-      at = comma + 1;
-    }
+    options->checkpoint_segments = memplan::SplitList(c);
   }
   auto plan = memplan::PlanModel(loaded.value(), bindings, options.value());
   if (!plan.ok()) return Fail(plan.message());

@@ -10,6 +10,7 @@
 
 #include "planner/checked.h"
 #include "planner/op_registry.h"
+#include "planner/text.h"
 
 namespace memplan {
 namespace {
@@ -64,18 +65,6 @@ bool UnderModule(const std::string& name, const std::string& path) {
   return name.find("." + path + ".") != std::string::npos ||
          (name.size() > path.size() + 1 &&
           name.compare(name.size() - path.size() - 1, path.size() + 1, "." + path) == 0);
-}
-
-std::vector<std::string> SplitList(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t comma = s.find(',', start);
-    if (comma == std::string::npos) comma = s.size();
-    if (comma > start) out.push_back(s.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
 }
 
 // The parameters each pattern of `flag` matches, in `hit`; an error for one

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace memplan {
 
@@ -23,6 +24,9 @@ namespace memplan {
 /// `s` with control characters (as HasControlChar finds them) and bytes that
 /// are not UTF-8 written as \xNN: safe to print on a terminal.
 [[nodiscard]] std::string PrintableText(const std::string& s);
+
+/// The non-empty items of a comma-separated list ("a,,b," -> a, b).
+[[nodiscard]] std::vector<std::string> SplitList(const std::string& s);
 
 /// Levenshtein distance between a and b (for "did you mean" suggestions).
 [[nodiscard]] size_t EditDistance(const std::string& a, const std::string& b);

@@ -58,5 +58,12 @@ TEST(Text, StatusMessagesAreBounded) {
   EXPECT_NE(s.message().find(": bad equation"), std::string::npos);  // and what is wrong
 }
 
+TEST(Text, SplitListKeepsTheNonEmptyItems) {
+  EXPECT_EQ(SplitList("a,,b,"), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(SplitList("m.h.0"), (std::vector<std::string>{"m.h.0"}));
+  EXPECT_TRUE(SplitList("").empty());
+  EXPECT_TRUE(SplitList(",").empty());
+}
+
 }  // namespace
 }  // namespace memplan
