@@ -400,11 +400,7 @@ class Searcher {
       auto probe = std::make_unique<Probe>();
       probe->over_limit = true;
       probe->device = plan->peak.reserved_bytes + r_.context_bytes;
-      // Stopped on its live bytes, peak.reserved_bytes holds them (a lower
-      // bound of the allocated peak); after the replay, the allocated peak.
-      probe->allocated_need = (plan->peak.allocated_bytes > 0 ? plan->peak.allocated_bytes
-                                                              : plan->peak.reserved_bytes) +
-                              r_.context_bytes;
+      probe->allocated_need = plan->peak.allocated_bytes + r_.context_bytes;  // a lower bound
       const Probe* out = probe.get();
       cache_[key] = std::move(probe);
       return out;

@@ -196,7 +196,8 @@ struct Plan {
   KernelLimit int32_overflow;
   KernelLimit largest_tensor;  ///< The tensor with the most elements.
   /// MakePlanFrom stopped at its reserved_limit: only peak.reserved_bytes (a
-  /// lower bound of the reserved peak, above the limit) is filled in.
+  /// lower bound of the reserved peak, above the limit) and
+  /// peak.allocated_bytes (a lower bound of the allocated peak) are filled in.
   bool over_limit = false;
 };
 

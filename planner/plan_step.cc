@@ -113,6 +113,7 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
     if (live > reserved_limit) {
       plan.over_limit = true;
       plan.peak.reserved_bytes = live;
+      plan.peak.allocated_bytes = live;
       return plan;
     }
     fit_live = live;
@@ -125,34 +126,30 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
     // reserved before it, its reserved peak is above the limit.
     replay.StopAbove(reserved_limit, fit_stop_before);
   }
-  // The replay stopped at the limit: the plan is over it (its allocated peak
-  // is the simulation's live bytes, a lower bound).
-  auto stopped = [&]() {
-    plan.over_limit = true;
-    plan.peak.reserved_bytes = replay.result().peak_reserved;
-    plan.peak.allocated_bytes = fit_live;
-    return plan;
-  };
   bool repeated = false;
   Status replayed;
   if (sim.steady_repeats) {
     replayed = replay.Replay(sim.events, sim.iteration_events[1].first);
-    if (replayed.ok() && replay.result().stopped_above) return stopped();
-    if (replayed.ok()) {
+    if (replayed.ok() && !replay.result().stopped_above) {
       const std::vector<int64_t> before = replay.State();
       replayed = replay.Replay(sim.events, sim.events.size());
-      if (replayed.ok() && replay.result().stopped_above) return stopped();
       repeated = replayed.ok() && !replay.result().oom && replay.StateEquals(before);
     }
-    if (!repeated) sim.RunRepeatedIteration();
+    if (!repeated && !replay.result().stopped_above) sim.RunRepeatedIteration();
   }
-  if (replayed.ok() && !replay.result().stopped_above) {
-    replayed = replay.Replay(sim.events, sim.events.size());
-  }
+  // After a stop at the limit this replays nothing more.
+  if (replayed.ok()) replayed = replay.Replay(sim.events, sim.events.size());
   if (!replayed.ok()) {
     return Status::Error(g.source + ": cannot replay the allocations: " + replayed.message());
   }
-  if (replay.result().stopped_above) return stopped();
+  if (replay.result().stopped_above) {
+    // Over the limit; the allocated peak is the simulation's live bytes, a
+    // lower bound.
+    plan.over_limit = true;
+    plan.peak.reserved_bytes = replay.result().peak_reserved;
+    plan.peak.allocated_bytes = fit_live;
+    return plan;
+  }
   if (repeated) sim.CountRepeatedIteration();
   const SimResult& res = replay.result();
   const auto& it = sim.iteration_events;
