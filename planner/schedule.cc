@@ -294,6 +294,27 @@ void ChannelsLastConvWorkspaces(const Val& x, const Val& w, const Val& y, int64_
   if (w.requires_grad) op->bwd_weight_workspace = kConvWeightGradExtraBytes;
 }
 
+// Gemm's bias C, broadcast over the product's rows (a 1-D [N] or [1, N]
+// C, as exporters write nn.Linear and transformers' Conv1D, whose addmm it
+// is): autograd's addmm formula hands C the incoming [M, N] gradient itself
+// (beta 1), and the engine sums it to C's shape (validate_outputs, at::sum_to:
+// sum over dim 0), a column sum that may stage its partial sums in a global
+// buffer (ColumnSumStagingBytes).
+void GemmBiasSumStaging(const std::vector<Val>& vals, ExecOp* op) {
+  if (op->in.size() < 3 || op->in[2] < 0 || op->out.empty() || op->out[0] < 0) return;
+  if (op->grad_in.size() < 3 || !op->grad_in[2]) return;
+  const Val& c = vals[op->in[2]];
+  const Val& y = vals[op->out[0]];
+  if (y.shape.size() != 2) return;
+  const bool row_bias = (c.shape.size() == 1 && c.shape[0] == y.shape[1]) ||
+                        (c.shape.size() == 2 && c.shape[0] == 1 && c.shape[1] == y.shape[1]);
+  if (!row_bias || y.shape[0] < 2) return;
+  int64_t elem = 0;
+  if (!DTypeBytes(y.dtype, 1, &elem)) return;
+  op->bias_sum_staging_bytes =
+      ColumnSumStagingBytes(y.shape[0], y.shape[1], elem, y.dtype == DType::kDouble ? 8 : 4);
+}
+
 void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies fp32, ExecOp* op,
                     bool* fp32_conv) {
   if (op->in.size() < 2 || op->in[0] < 0 || op->in[1] < 0 || op->out.empty() || op->out[0] < 0) {
@@ -952,6 +973,7 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
   if (ni >= 0 && def && def->cudnn_conv) {
     ConvWorkspaces(g_.nodes[ni], s_.vals, o_.fp32_conv, &op, &s_.fp32_convs);
   }
+  if (op_type == op_names::kGemm) GemmBiasSumStaging(s_.vals, &op);
   if (ni >= 0 && def && def->group_norm_workspaces &&
       def == FindOp(g_.nodes[ni].domain, g_.nodes[ni].op_type) && !op.in.empty() && op.in[0] >= 0) {
     GroupNormWorkspaces(s_.vals[op.in[0]], g_.nodes[ni].GetInt("num_groups", 1), true, &op);

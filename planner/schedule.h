@@ -126,6 +126,12 @@ struct ExecOp {
   /// gradients; -1: by the BiasAdd (a separate add_, whose AddBackward0
   /// runs before the product's backward).
   int bias_grad_by_op = -1;
+  /// Gemm with a bias C that is broadcast over the rows: the engine sums C's
+  /// gradient (the incoming [M, N] gradient) to C's shape after the node's
+  /// gradients (validate_outputs, at::sum_to), through the reduction's
+  /// staging buffer (planner/reduce_kernel.h), allocated after C's gradient
+  /// and freed at once; 0: none.
+  int64_t bias_sum_staging_bytes = 0;
   bool hold_to_forward_end = false;  ///< Autocast weight cache entries.
   /// An activation or residual add that model code often runs in place
   /// (nn.ReLU(inplace=True), `out += identity`): output shaped like in[0].

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "planner/ops/test_graph.h"
+#include "planner/reduce_kernel.h"
 #include "planner/shape_inference.h"
 
 namespace memplan {
@@ -257,6 +258,40 @@ TEST(Schedule, MatMulPlusBiasIsOneAddmmInTheProductsDtype) {
     // In training both get gradients: the product a view, the bias a new one.
     EXPECT_EQ(op.grad_in, (std::vector<bool>{true, true}));
   }
+}
+
+// transformers' Conv1D exports as Gemm(x, W, bias): its bias gradient is a
+// column sum over the rows, through the reduction's staging buffer when the
+// rows are many (the op log of gpt2 at batch 11: 33, 99 and 132 MiB).
+TEST(Schedule, GemmBiasGradientIsAColumnSumWithItsStagingBuffer) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(768)});
+  b.Init("W", {768, 3072});
+  b.Init("bias", {3072});
+  b.Init("bias2d", {1, 3072});
+  b.Op("Gemm", {"x", "W", "bias"}, {"y"}, "fc");
+  b.Op("Gemm", {"x", "W", "bias2d"}, {"y2"}, "fc2");
+  b.Op("Gemm", {"x", "W"}, {"y3"}, "nobias");
+  b.Op("Add", {"y", "y2"}, {"s"}, "add");
+  b.Op("Add", {"s", "y3"}, {"z"}, "add2");
+  b.Output("z");
+  auto s = Build(&b, 5632, Precision::kAmpBf16);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const int64_t staging = ColumnSumStagingBytes(5632, 3072, 2, 4);
+  EXPECT_EQ(staging, 132LL << 20);
+  auto gemms = OpsOfType(s.value(), "Gemm");
+  ASSERT_EQ(gemms.size(), 3u);
+  EXPECT_EQ(gemms[0]->bias_sum_staging_bytes, staging) << "a [N] bias";
+  EXPECT_EQ(gemms[1]->bias_sum_staging_bytes, staging) << "a [1, N] bias";
+  EXPECT_EQ(gemms[2]->bias_sum_staging_bytes, 0) << "no bias";
+  // Few rows: one block reduces each column, no staging.
+  auto few = Build(&b, 64, Precision::kAmpBf16);
+  ASSERT_TRUE(few.ok()) << few.message();
+  EXPECT_EQ(OpsOfType(few.value(), "Gemm")[0]->bias_sum_staging_bytes, 0);
+  // Inference: no gradient, no sum.
+  auto infer = Build(&b, 5632, Precision::kAmpBf16, Mode::kInference);
+  ASSERT_TRUE(infer.ok()) << infer.message();
+  EXPECT_EQ(OpsOfType(infer.value(), "Gemm")[0]->bias_sum_staging_bytes, 0);
 }
 
 TEST(Schedule, BiasAddNeedsASoleConsumerAndAVectorParameter) {

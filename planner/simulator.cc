@@ -568,6 +568,11 @@ void Simulator::Backward() {
             backward_workspace();
             Use(op_rule);
           }
+          if (i == 2 && op.bias_sum_staging_bytes > 0) {
+            Use(WorkspaceRule(k));
+            Free(AllocNew(op.bias_sum_staging_bytes, Category::kWorkspaces));
+            Use(op_rule);
+          }
         }
         break;
     }
