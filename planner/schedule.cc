@@ -315,6 +315,20 @@ void GemmBiasSumStaging(const std::vector<Val>& vals, ExecOp* op) {
       ColumnSumStagingBytes(y.shape[0], y.shape[1], elem, y.dtype == DType::kDouble ? 8 : 4);
 }
 
+// A 16-bit 3-D convolution over an RGB clip (fewer than 8 channels, which
+// NDHWC kernels would pad) with a kernel more than one frame deep runs
+// without copying anything in forward: 72 of 72 such stems measured on the
+// H200 (bench/results/cudnn_3d_ws_h200.jsonl: 3x7x7 with stride 1x2x2 and
+// 3x3x3, 32 and 64 filters, 8 and 16 frames of 56 to 160 pixels, batches 2
+// to 24; and r3d_n's stem in its traces at batches 4 and 24). A 1x7x7 stem
+// copies x, w and y from batch 8 on (24 of 24 there), as the rule below says.
+// Its weight gradient still copies (x padded, w, y, and a few MiB).
+bool Conv3dStemRunsWithoutCopies(const Val& x, const Val& w) {
+  constexpr int64_t kPaddedChannels = 8;
+  return x.shape.size() == 5 && w.shape.size() == 5 && x.shape[1] < kPaddedChannels &&
+         w.shape[2] > 1;
+}
+
 void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies fp32, ExecOp* op,
                     bool* fp32_conv) {
   if (op->in.size() < 2 || op->in[0] < 0 || op->in[1] < 0 || op->out.empty() || op->out[0] < 0) {
@@ -364,6 +378,7 @@ void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies 
   }
   const int64_t ws = SatAdd(SatAdd(in_bytes, w.bytes), y.bytes);
   op->fwd_workspace = input_only ? SatAdd(in_bytes, w.bytes) : ws;
+  if (elem == 2 && Conv3dStemRunsWithoutCopies(x, w)) op->fwd_workspace = 0;
   if (x.requires_grad) op->bwd_workspace = ws;
   if (w.requires_grad) {
     const bool half_1d = elem == 2 && x.shape.size() == 3;

@@ -925,6 +925,40 @@ TEST(ScheduleConv, HalfPrecisionUnitConvForwardCopiesOverSmallImages) {
   EXPECT_EQ(OpOfNode(sf.value(), f.g, "conv_a")->fwd_workspace, 0);
 }
 
+// A 16-bit 3-D stem over an RGB clip: no forward copies when the kernel is
+// more than one frame deep (bench/results/cudnn_3d_ws_h200.jsonl); a 1x7x7
+// one copies x (padded to 8 channels), w and y; fp32 keeps its rule.
+TEST(ScheduleConv, HalfPrecision3dStemWithADeepKernelCopiesNothingInForward) {
+  auto graph = [] {
+    GraphBuilder b;
+    b.Input("x", {S("N"), D(3), D(8), D(56), D(56)});
+    b.Init("Wdeep", {64, 3, 3, 7, 7});
+    b.Init("Wflat", {64, 3, 1, 7, 7});
+    for (const char* k : {"deep", "flat"}) {
+      Node& c = b.Op("Conv", {"x", std::string("W") + k}, {std::string("y") + k},
+                     std::string("conv_") + k);
+      Ints(c, "strides", {1, 2, 2});
+      Ints(c, "pads", {k[0] == 'd' ? 1 : 0, 3, 3, k[0] == 'd' ? 1 : 0, 3, 3});
+      b.Output(std::string("y") + k);
+    }
+    return b;
+  };
+  GraphBuilder b = graph();
+  auto s = Build(&b, 8, Precision::kBf16);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const ExecOp* deep = OpOfNode(s.value(), b.g, "conv_deep");
+  const ExecOp* flat = OpOfNode(s.value(), b.g, "conv_flat");
+  EXPECT_EQ(deep->fwd_workspace, 0);
+  const int64_t x_padded = 8LL * 8 * 8 * 56 * 56 * 2;
+  const int64_t y = 8LL * 64 * 8 * 28 * 28 * 2;
+  EXPECT_EQ(flat->fwd_workspace, x_padded + 64 * 3 * 7 * 7 * 2 + y);
+  EXPECT_GT(deep->bwd_weight_workspace, x_padded + y) << "its weight gradient still copies";
+  GraphBuilder f = graph();
+  auto sf = Build(&f, 8, Precision::kFp32);
+  ASSERT_TRUE(sf.ok()) << sf.message();
+  EXPECT_GT(OpOfNode(sf.value(), f.g, "conv_deep")->fwd_workspace, 0);
+}
+
 TEST(ScheduleConv, MaxPoolMakesItsIndicesEvenWithoutAutograd) {
   GraphBuilder b;
   b.Input("x", {S("N"), D(4), D(8), D(8)});

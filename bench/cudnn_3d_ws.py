@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""The cuDNN workspaces of 3-D convolutions (torch.backends.cudnn.benchmark
+off, PyTorch's default), as video networks have them: stems over RGB clips
+(3 channels; kernels 3x7x7 with stride 1x2x2 and 3x3x3) and 3x3x3 body
+convolutions, over clip lengths, resolutions and batches, fp32 and bf16.
+One JSON line per (shape, dtype): the blocks that the forward and the
+backward (called as autograd calls it: convolution_backward with the input
+gradient where the input needs one, the stem's not) allocate and free again
+(bench/cudnn_ws_grid.py's transient_blocks), with the tensor sizes (the
+input padded to 8 channels in 16 bits as in_padded_bytes).
+
+Usage (GPU machine): python3 bench/cudnn_3d_ws.py OUT.jsonl
+"""
+import itertools
+import sys
+
+import torch
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from cudnn_ws_grid import transient_blocks, write_grid  # noqa: E402
+
+torch.backends.cudnn.benchmark = False
+
+
+def measure(n, c, k, t, hw, kernel, stride, dtype):
+    pad = tuple(s // 2 for s in kernel)
+    x = torch.randn(n, c, t, hw, hw, device="cuda", dtype=dtype)
+    w = torch.randn(k, c, *kernel, device="cuda", dtype=dtype)
+    y = torch.nn.functional.conv3d(x, w, stride=stride, padding=pad)
+    gy = torch.randn_like(y)
+    stem = c < 8
+    args = (list(stride), list(pad), [1, 1, 1], False, [0, 0, 0], 1)
+    fwd = transient_blocks(lambda: torch.nn.functional.conv3d(x, w, stride=stride, padding=pad))
+    bwd = transient_blocks(lambda: torch.ops.aten.convolution_backward(
+        gy, x, w, None, *args, [not stem, True, False]))
+    es = x.element_size()
+    padded = x.numel() // c * ((c + 7) // 8 * 8) * es if es == 2 else x.numel() * es
+    rec = dict(n=n, c=c, k=k, t=t, hw=hw, kernel=list(kernel), stride=list(stride),
+               dtype=str(dtype).replace("torch.", ""), in_bytes=x.numel() * es,
+               in_padded_bytes=padded, out_bytes=y.numel() * es, w_bytes=w.numel() * es,
+               input_grad=not stem, fwd=fwd, bwd=bwd)
+    del x, w, y, gy
+    torch.cuda.empty_cache()
+    return rec
+
+
+def main():
+    grid = []
+    for n, k, t, hw, (kernel, stride) in itertools.product(
+            [2, 8, 24], [32, 64], [8, 16], [56, 112, 160],
+            [((3, 7, 7), (1, 2, 2)), ((3, 3, 3), (1, 1, 1)), ((1, 7, 7), (1, 2, 2))]):
+        grid.append((n, 3, k, t, hw, kernel, stride))
+    for n, c, t, hw in itertools.product([2, 8, 24], [64, 128, 256, 512], [2, 4, 8, 16],
+                                         [7, 14, 28, 56]):
+        if n * c * t * hw * hw <= 24 * 64 * 16 * 56 * 56:
+            grid.append((n, c, c, t, hw, (3, 3, 3), (1, 1, 1)))
+    write_grid(sys.argv[1], grid, measure)
+
+
+if __name__ == "__main__":
+    main()
