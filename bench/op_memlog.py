@@ -16,6 +16,7 @@ Usage:
                              [--checkpoint JSON_LIST] [--min-mib 16]
 """
 import argparse
+import contextlib
 import json
 import sys
 
@@ -72,21 +73,15 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     dtype = torch.bfloat16 if a.precision == "amp_bf16" else None
     log = OpLog(int(a.min_mib * MIB))
-    for step in range(2):
+    for step in range(2):  # the first step makes the optimizer state; the second is logged
+        logged = log if step == 1 else contextlib.nullcontext()
+        log.phase = "forward"
         with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
-            if step == 1:
-                log.phase = "forward"
-                with log:
-                    out = model(x)
-                    loss = cv.loss_fn(out)
-            else:
+            with logged:
                 out = model(x)
                 loss = cv.loss_fn(out)
-        if step == 1:
-            log.phase = "backward"
-            with log:
-                loss.backward()
-        else:
+        log.phase = "backward"
+        with logged:
             loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
