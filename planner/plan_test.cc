@@ -132,6 +132,43 @@ TEST(Plan, PerPixelCrossEntropyLabelsAndTheirRelease) {
   EXPECT_EQ(bwd, (std::vector<std::string>{"+8192", "-4096", "-4", "+8192", "-8192", "-8192"}));
 }
 
+// A language model's tied head in fp32: W [V, H] read by the embedding
+// (Gather) and, transposed, by the head's MatMul. The head's gradient of W
+// comes first and is a view (TBackward's transpose), so autograd adds the
+// embedding's gradient out of place: a third W-sized tensor while both live
+// (bench/results/grad_accum_probe_h200.jsonl). Two embeddings add in place.
+TEST(Plan, ATiedHeadsViewGradientIsSummedOutOfPlace) {
+  auto w_sized_allocs = [](bool tied) {
+    GraphBuilder b;
+    b.Input("ids", {S("N"), D(64)}, DType::kInt64);
+    b.Init("w", {1000, 32});
+    b.Op("Gather", {"w", "ids"}, {"e"});
+    if (tied) {
+      b.Op("Transpose", {"w"}, {"wt"}).attrs["perm"] = IntsAttr({1, 0});
+      b.Op("MatMul", {"e", "wt"}, {"logits"});
+    } else {
+      b.Op("Gather", {"w", "ids"}, {"e2"});
+      b.Op("Add", {"e", "e2"}, {"s"});
+      b.Init("head", {32, 500});
+      b.Op("MatMul", {"s", "head"}, {"logits"});
+    }
+    b.Output("logits");
+    PlanOptions o = Train(Optimizer::kSgd);
+    o.keep_events = true;
+    const Plan p = PlanOf(b, 2, o);
+    int n = 0;
+    for (size_t e = 0; e < p.events.size() && e < p.iteration_starts.at(1); ++e) {
+      if (p.event_phases[e] == Phase::kBackward && p.events[e].is_alloc &&
+          p.events[e].bytes == 1000 * 32 * 4) {
+        ++n;
+      }
+    }
+    return n;
+  };
+  EXPECT_EQ(w_sized_allocs(true), 3) << "the head's, the embedding's and their sum";
+  EXPECT_EQ(w_sized_allocs(false), 2) << "the second embedding gradient is added in place";
+}
+
 // Gemm(x, W, bias) in backward, as gpt2's Conv1D runs it (addmm): the
 // gradients of x and W, then the bias's, summed over the 5632 rows by
 // validate_outputs, with the reduction's staging buffer taken right after

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -39,6 +41,21 @@ std::vector<size_t> BackwardInputOrder(const Schedule& s, const ExecOp& op, bool
   if (mat2_first) std::swap(order[0], order[1]);
   return order;
 }
+
+namespace {
+
+// Whether a view op's backward hands its input a view of the incoming
+// gradient: reshapes and transposes do (ViewBackward, UnsqueezeBackward,
+// SqueezeBackward, TBackward, PermuteBackward). Identity and sequence items
+// are export artifacts with no view in PyTorch.
+bool HandsBackAView(const ExecOp& op) {
+  static constexpr std::string_view kViewBackwards[] = {
+      op_names::kReshape, "Flatten", "Squeeze", "Unsqueeze", op_names::kTranspose, "View"};
+  return std::find(std::begin(kViewBackwards), std::end(kViewBackwards), op.op_type) !=
+         std::end(kViewBackwards);
+}
+
+}  // namespace
 
 void Simulator::LoadModel() {
   Step(Phase::kForward, "model.cuda()");
@@ -374,7 +391,21 @@ void Simulator::AddGrad(int val, int g) {
   }
   auto it = grad_of_.find(val);
   if (it != grad_of_.end()) {
-    // Accumulated in place into the first gradient.
+    // A second gradient: autograd's InputBuffer adds it in place into the
+    // first (input_buffer.cpp accumulate, can_accumulate_inplace) unless the
+    // first is a view, whose base shares its storage: then the sum is a new
+    // tensor, made while both live. bench/grad_accum_probe.py
+    // (bench/results/grad_accum_probe_h200.jsonl): two embeddings, or a tied
+    // head whose embedding gradient comes first, add in place; two linears,
+    // a tied head in fp32 and a reshaped weight make the sum.
+    const int old = it->second;
+    if (storages[old].grad_is_view) {
+      const int sum = AllocNew(storages[old].bytes, storages[old].cat);
+      Ref(sum);
+      storages[sum].param = storages[old].param;
+      it->second = sum;
+      Unref(old);
+    }
     Unref(g);
     return;
   }
@@ -517,6 +548,7 @@ void Simulator::Backward() {
           if (!op.grad_in[i] || out_grad < 0) continue;
           Ref(out_grad);
           produced.emplace_back(op.in[i], out_grad);
+          if (op.view && HandsBackAView(op)) storages[out_grad].grad_is_view = true;
         }
         break;
       case GradKind::kBiasAdd:
@@ -847,10 +879,10 @@ bool Simulator::EmitIterationState(Emit&& emit) const {
   for (size_t st = 0; st < storages.size(); ++st) {
     if (!kept(static_cast<int>(st))) continue;
     const Storage& x = storages[st];
-    for (int64_t v :
-         {static_cast<int64_t>(st), x.bytes, EventId(static_cast<int>(st)), int64_t{x.refs},
-          int64_t{x.rule}, int64_t{x.param}, static_cast<int64_t>(x.cat),
-          static_cast<int64_t>(x.first_cat), int64_t{x.live ? 1 : 0}}) {
+    for (int64_t v : {static_cast<int64_t>(st), x.bytes, EventId(static_cast<int>(st)),
+                      int64_t{x.refs}, int64_t{x.rule}, int64_t{x.param},
+                      static_cast<int64_t>(x.cat), static_cast<int64_t>(x.first_cat),
+                      int64_t{x.live ? 1 : 0}, int64_t{x.grad_is_view ? 1 : 0}}) {
       if (!emit(v)) return false;
     }
   }

@@ -32,6 +32,10 @@ struct Storage {
   Category cat = Category::kTransients;        // Current (after retags).
   Category first_cat = Category::kTransients;  // At allocation.
   bool live = false;
+  /// The gradient it holds reached its tensor through a view op's backward
+  /// (HandsBackAView): a view of another gradient, which autograd's
+  /// InputBuffer never adds to in place.
+  bool grad_is_view = false;
 };
 static_assert(sizeof(Storage) <= 24, "Storage is held per allocation: keep it small");
 
