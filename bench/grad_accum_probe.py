@@ -7,8 +7,10 @@ contribution; out of place: one more, the sum.
 
 Cases: W by two embeddings; W by two linears (its gradient arrives as the
 transpose of a product); W by an embedding and a tied linear (a language
-model's tied head), fp32 and under bf16 autocast; an activation read by two
-linears (a residual's fan-out).
+model's tied head), fp32 and under bf16 autocast (where the bf16 logits
+[N, V] have W's fp32 size too, so they count: bench/amp_order_probe.py gives
+the order); W's first gradient through a reshape; the tied pair with the
+embedding's gradient first; an activation read by two linears.
 
 Usage (GPU machine): python3 bench/grad_accum_probe.py > OUT.jsonl
 """
