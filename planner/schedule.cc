@@ -150,8 +150,8 @@ int64_t BytesOf(const std::vector<int64_t>& shape, DType dt) {
 // input, the weight and the output through a workspace that PyTorch takes
 // from the caching allocator for the call, after the output. Measured per
 // convolution on the H200 (bench/results/cudnn_workspace_h200.jsonl, and
-// 522 shapes in cudnn_ws_grid_h200.jsonl): exact for bf16 (inputs padded to
-// 8 channels). For fp32 the heuristics pick, shape by shape, engines that
+// 522 shapes in cudnn_ws_grid_h200.jsonl): exact for bf16 (inputs and weights
+// padded to 8 channels). For fp32 the heuristics pick, shape by shape, engines that
 // copy all three (104 of 248 shapes) or the input and weight only (82): see
 // Fp32ConvCopies.
 // Depthwise convolutions have NCHW kernels and unstrided 1x1 ones mostly run
@@ -373,11 +373,18 @@ void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies 
   }
   // x may be a view (a transposed input the kernel copies): its dense size.
   int64_t in_bytes = BytesOf(x.shape, x.dtype);
+  int64_t w_bytes = w.bytes;
   if (elem == 2 && channels > 0 && channels % 8 != 0) {
     in_bytes = SatMulNonNeg(in_bytes / channels, (channels + 7) / 8 * 8);
+    // The weight's copy is padded alike ([K, 8, ...] for [K, 3, ...]): the
+    // 3-channel forwards of cudnn_ws_grid_h200.jsonl that copy take
+    // K * 5 * R * S * 2 bytes (+16) more than x padded, w and y; mixer_n's
+    // 16x16 patch embedding likewise (its trace at batch 160, amp_bf16).
+    const int64_t wc = w.shape[1];
+    if (wc > 0 && wc % 8 != 0) w_bytes = SatMulNonNeg(w.bytes / wc, (wc + 7) / 8 * 8);
   }
-  const int64_t ws = SatAdd(SatAdd(in_bytes, w.bytes), y.bytes);
-  op->fwd_workspace = input_only ? SatAdd(in_bytes, w.bytes) : ws;
+  const int64_t ws = SatAdd(SatAdd(in_bytes, w_bytes), y.bytes);
+  op->fwd_workspace = input_only ? SatAdd(in_bytes, w_bytes) : ws;
   if (elem == 2 && Conv3dStemRunsWithoutCopies(x, w)) op->fwd_workspace = 0;
   if (x.requires_grad) op->bwd_workspace = ws;
   if (w.requires_grad) {

@@ -812,12 +812,12 @@ TEST(ScheduleConv, CudnnWorkspacesCopyInputWeightAndOutput) {
   const int64_t c = a, y = 8 * 32 * 16 * 16 * 4, w4 = 32 * 16 * 9 * 4;
   EXPECT_EQ(st->fwd_workspace, c + y + w4);
   EXPECT_EQ(st->bwd_workspace, c + y + w4);
-  // bf16: the 3-channel input is padded to 8 channels.
+  // bf16: the 3-channel input and the weight are padded to 8 channels.
   GraphBuilder h = ConvChain();
   auto sh = Build(&h, 8, Precision::kBf16);
   ASSERT_TRUE(sh.ok()) << sh.message();
   EXPECT_EQ(OpOfNode(sh.value(), h.g, "conv1")->fwd_workspace,
-            8 * 8 * 32 * 32 * 2 + a / 2 + w1 / 2);
+            8 * 8 * 32 * 32 * 2 + a / 2 + 16 * 8 * 9 * 2);
 }
 
 // wav2vec2's feature encoder: Conv1d 512 -> 512, kernel 3, stride 2, on
@@ -927,7 +927,7 @@ TEST(ScheduleConv, HalfPrecisionUnitConvForwardCopiesOverSmallImages) {
 
 // A 16-bit 3-D stem over an RGB clip: no forward copies when the kernel is
 // more than one frame deep (bench/results/cudnn_3d_ws_h200.jsonl); a 1x7x7
-// one copies x (padded to 8 channels), w and y; fp32 keeps its rule.
+// one copies x and w (both padded to 8 channels) and y; fp32 keeps its rule.
 TEST(ScheduleConv, HalfPrecision3dStemWithADeepKernelCopiesNothingInForward) {
   auto graph = [] {
     GraphBuilder b;
@@ -951,7 +951,7 @@ TEST(ScheduleConv, HalfPrecision3dStemWithADeepKernelCopiesNothingInForward) {
   EXPECT_EQ(deep->fwd_workspace, 0);
   const int64_t x_padded = 8LL * 8 * 8 * 56 * 56 * 2;
   const int64_t y = 8LL * 64 * 8 * 28 * 28 * 2;
-  EXPECT_EQ(flat->fwd_workspace, x_padded + 64 * 3 * 7 * 7 * 2 + y);
+  EXPECT_EQ(flat->fwd_workspace, x_padded + 64 * 8 * 7 * 7 * 2 + y);
   EXPECT_GT(deep->bwd_weight_workspace, x_padded + y) << "its weight gradient still copies";
   GraphBuilder f = graph();
   auto sf = Build(&f, 8, Precision::kFp32);
