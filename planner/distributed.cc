@@ -437,6 +437,14 @@ RankEvents Rewriter::Run() {
         FreeShardedGrads(ph);
       }
       if (freed_early_.erase(ev.id)) continue;
+      // A gradient the step itself frees before its unit's reduce-scatter
+      // (the first of two, summed out of place: Simulator::AddGrad) leaves
+      // that unit's list.
+      if (shard_params && ph == Phase::kBackward && grad_ids_.count(ev.id)) {
+        for (std::vector<int64_t>& ids : unit_grads_) {
+          ids.erase(std::remove(ids.begin(), ids.end(), ev.id), ids.end());
+        }
+      }
       EmitFree(ev.id, ph, p_.event_nodes[e]);
       continue;
     }

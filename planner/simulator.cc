@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <iterator>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -46,13 +44,13 @@ namespace {
 
 // Whether a view op's backward hands its input a view of the incoming
 // gradient: reshapes and transposes do (ViewBackward, UnsqueezeBackward,
-// SqueezeBackward, TBackward, PermuteBackward). Identity and sequence items
-// are export artifacts with no view in PyTorch.
+// SqueezeBackward, TBackward, PermuteBackward), and so does the view the
+// schedule re-applies to an autocast weight copy (a def-less "View"; a
+// transposed weight). Identity and sequence items are export artifacts with
+// no view in PyTorch.
 bool HandsBackAView(const ExecOp& op) {
-  static constexpr std::string_view kViewBackwards[] = {
-      op_names::kReshape, "Flatten", "Squeeze", "Unsqueeze", op_names::kTranspose, "View"};
-  return std::find(std::begin(kViewBackwards), std::end(kViewBackwards), op.op_type) !=
-         std::end(kViewBackwards);
+  if (op.def == nullptr) return op.op_type == "View";
+  return op.def->view == ViewRule::kReshape || op.def->view == ViewRule::kTranspose;
 }
 
 }  // namespace
