@@ -565,6 +565,7 @@ int Builder::CastVal(int v, DType to, bool weight_cache, const std::string& why)
     op.label = view.name;
     op.op_type = "View";
     op.view = true;
+    op.grad_is_view = true;
     op.in = {it->second};
     op.out = {vv};
     op.grad_in = {s_.vals[it->second].requires_grad};
@@ -691,6 +692,7 @@ void Builder::AddViewOp(int ni, const OpDef& def, std::vector<int> in) {
   op.def = &def;
   op.view = true;
   op.grad_kind = def.grad == GradKind::kGather ? GradKind::kGather : GradKind::kAlias;
+  op.grad_is_view = def.view == ViewRule::kReshape || def.view == ViewRule::kTranspose;
   bool copy = false;
   for (size_t k = 0; k < n.outputs.size(); ++k) {
     const int t = n.outputs[k];
@@ -1232,6 +1234,7 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
       op.label = label + "/layout";
       op.op_type = "View";
       op.view = true;
+      op.grad_is_view = true;
       op.in = {x};
       op.out = {view};
       op.grad_in = {s_.vals[x].requires_grad};
@@ -1360,6 +1363,7 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
     op.label = label + "/transpose";
     op.op_type = op_names::kTranspose;
     op.view = true;
+    op.grad_is_view = true;
     op.in = {k};
     op.out = {kt};
     op.grad_in = {s_.vals[k].requires_grad};

@@ -102,6 +102,12 @@ struct ExecOp {
   /// scope decides the checkpoint segment.
   int scope_node = -1;
   bool view = false;  ///< Outputs are views of in[0].
+  /// Its backward hands in[0] a view of the output's gradient, as PyTorch's
+  /// reshape, transpose and permute backwards do (ViewBackward,
+  /// UnsqueezeBackward, SqueezeBackward, TBackward, PermuteBackward); autograd
+  /// never adds another gradient into such a view in place (Simulator::AddGrad).
+  /// Identity and sequence items (export artifacts, no view in PyTorch): false.
+  bool grad_is_view = false;
   /// New saved tensors (Saved::kExtra) are allocated inside the call, while
   /// its workspace is held (cuDNN RNN's reserve space).
   bool saved_in_kernel = false;

@@ -260,6 +260,24 @@ TEST(Schedule, MatMulPlusBiasIsOneAddmmInTheProductsDtype) {
   }
 }
 
+// Reshapes and transposes hand back a view of the gradient (PyTorch's
+// ViewBackward, TBackward); Identity is an export artifact with no view.
+TEST(Schedule, ReshapeAndTransposeHandBackAViewOfTheGradient) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(4), D(6)});
+  b.Ints("shape", {-1, 24});
+  b.Op("Transpose", {"x"}, {"t"}, "t").attrs["perm"] = IntsAttr({0, 2, 1});
+  b.Op("Identity", {"x"}, {"i"}, "i");
+  b.Op("Reshape", {"i", "shape"}, {"r"}, "r");
+  b.Output("t");
+  b.Output("r");
+  auto s = Build(&b, 2, Precision::kFp32);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(OpsOfType(s.value(), "Transpose").at(0)->grad_is_view);
+  EXPECT_TRUE(OpsOfType(s.value(), "Reshape").at(0)->grad_is_view);
+  EXPECT_FALSE(OpsOfType(s.value(), "Identity").at(0)->grad_is_view);
+}
+
 // transformers' Conv1D exports as Gemm(x, W, bias): its bias gradient is a
 // column sum over the rows, through the reduction's staging buffer when the
 // rows are many (the op log of gpt2 at batch 11: 33, 99 and 132 MiB).

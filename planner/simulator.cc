@@ -40,21 +40,6 @@ std::vector<size_t> BackwardInputOrder(const Schedule& s, const ExecOp& op, bool
   return order;
 }
 
-namespace {
-
-// Whether a view op's backward hands its input a view of the incoming
-// gradient: reshapes and transposes do (ViewBackward, UnsqueezeBackward,
-// SqueezeBackward, TBackward, PermuteBackward), and so does the view the
-// schedule re-applies to an autocast weight copy (a def-less "View"; a
-// transposed weight). Identity and sequence items are export artifacts with
-// no view in PyTorch.
-bool HandsBackAView(const ExecOp& op) {
-  if (op.def == nullptr) return op.op_type == "View";
-  return op.def->view == ViewRule::kReshape || op.def->view == ViewRule::kTranspose;
-}
-
-}  // namespace
-
 void Simulator::LoadModel() {
   Step(Phase::kForward, "model.cuda()");
   // model.cuda() moves parameters and buffers in module order.
@@ -546,7 +531,7 @@ void Simulator::Backward() {
           if (!op.grad_in[i] || out_grad < 0) continue;
           Ref(out_grad);
           produced.emplace_back(op.in[i], out_grad);
-          if (op.view && HandsBackAView(op)) storages[out_grad].grad_is_view = true;
+          if (op.grad_is_view) storages[out_grad].grad_is_view = true;
         }
         break;
       case GradKind::kBiasAdd:

@@ -33,7 +33,7 @@ struct Storage {
   Category first_cat = Category::kTransients;  // At allocation.
   bool live = false;
   /// The gradient it holds reached its tensor through a view op's backward
-  /// (HandsBackAView): a view of another gradient, which autograd's
+  /// (ExecOp::grad_is_view): a view of another gradient, which autograd's
   /// InputBuffer never adds to in place.
   bool grad_is_view = false;
 };
