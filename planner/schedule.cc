@@ -294,6 +294,25 @@ void ChannelsLastConvWorkspaces(const Val& x, const Val& w, const Val& y, int64_
   if (w.requires_grad) op->bwd_weight_workspace = kConvWeightGradExtraBytes;
 }
 
+// 16-bit NHWC convolution kernels take channels in multiples of 8: the
+// copies of an input and a weight with other channel counts are padded.
+constexpr int64_t kHalfConvChannelMultiple = 8;
+
+// `channels` rounded up to kHalfConvChannelMultiple.
+int64_t HalfConvPaddedChannels(int64_t channels) {
+  return (channels + kHalfConvChannelMultiple - 1) / kHalfConvChannelMultiple *
+         kHalfConvChannelMultiple;
+}
+
+// The staging buffer of a bias gradient: the incoming [rows, cols] gradient
+// of `dt` summed over its rows (ColumnSumStagingBytes; float accumulators,
+// double for double).
+int64_t BiasGradStagingBytes(int64_t rows, int64_t cols, DType dt) {
+  int64_t elem = 0;
+  if (!DTypeBytes(dt, 1, &elem)) return 0;
+  return ColumnSumStagingBytes(rows, cols, elem, dt == DType::kDouble ? 8 : 4);
+}
+
 // Gemm's bias C, broadcast over the product's rows (a 1-D [N] or [1, N]
 // C, as exporters write nn.Linear and transformers' Conv1D, whose addmm it
 // is): autograd's addmm formula hands C the incoming [M, N] gradient itself
@@ -309,10 +328,7 @@ void GemmBiasSumStaging(const std::vector<Val>& vals, ExecOp* op) {
   const bool row_bias = (c.shape.size() == 1 && c.shape[0] == y.shape[1]) ||
                         (c.shape.size() == 2 && c.shape[0] == 1 && c.shape[1] == y.shape[1]);
   if (!row_bias || y.shape[0] < 2) return;
-  int64_t elem = 0;
-  if (!DTypeBytes(y.dtype, 1, &elem)) return;
-  op->bias_sum_staging_bytes =
-      ColumnSumStagingBytes(y.shape[0], y.shape[1], elem, y.dtype == DType::kDouble ? 8 : 4);
+  op->bias_sum_staging_bytes = BiasGradStagingBytes(y.shape[0], y.shape[1], y.dtype);
 }
 
 // A 16-bit 3-D convolution over an RGB clip (fewer than 8 channels, which
@@ -324,8 +340,7 @@ void GemmBiasSumStaging(const std::vector<Val>& vals, ExecOp* op) {
 // copies x, w and y from batch 8 on (24 of 24 there), as the rule below says.
 // Its weight gradient still copies (x padded, w, y, and a few MiB).
 bool Conv3dStemRunsWithoutCopies(const Val& x, const Val& w) {
-  constexpr int64_t kPaddedChannels = 8;
-  return x.shape.size() == 5 && w.shape.size() == 5 && x.shape[1] < kPaddedChannels &&
+  return x.shape.size() == 5 && w.shape.size() == 5 && x.shape[1] < kHalfConvChannelMultiple &&
          w.shape[2] > 1;
 }
 
@@ -374,14 +389,16 @@ void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies 
   // x may be a view (a transposed input the kernel copies): its dense size.
   int64_t in_bytes = BytesOf(x.shape, x.dtype);
   int64_t w_bytes = w.bytes;
-  if (elem == 2 && channels > 0 && channels % 8 != 0) {
-    in_bytes = SatMulNonNeg(in_bytes / channels, (channels + 7) / 8 * 8);
+  if (elem == 2 && channels > 0 && channels % kHalfConvChannelMultiple != 0) {
+    in_bytes = SatMulNonNeg(in_bytes / channels, HalfConvPaddedChannels(channels));
     // The weight's copy is padded alike ([K, 8, ...] for [K, 3, ...]): the
     // 3-channel forwards of cudnn_ws_grid_h200.jsonl that copy take
     // K * 5 * R * S * 2 bytes (+16) more than x padded, w and y; mixer_n's
     // 16x16 patch embedding likewise (its trace at batch 160, amp_bf16).
     const int64_t wc = w.shape[1];
-    if (wc > 0 && wc % 8 != 0) w_bytes = SatMulNonNeg(w.bytes / wc, (wc + 7) / 8 * 8);
+    if (wc > 0 && wc % kHalfConvChannelMultiple != 0) {
+      w_bytes = SatMulNonNeg(w.bytes / wc, HalfConvPaddedChannels(wc));
+    }
   }
   const int64_t ws = SatAdd(SatAdd(in_bytes, w_bytes), y.bytes);
   op->fwd_workspace = input_only ? SatAdd(in_bytes, w_bytes) : ws;
@@ -1094,11 +1111,7 @@ void Builder::AddBiasAdd(int ni, const std::vector<int>& in) {
   // the reduction's staging buffer when it splits the rows across blocks.
   const int64_t cols = s_.vals[in[1]].shape.empty() ? 0 : s_.vals[in[1]].shape[0];
   if (op.grad_in[1] && cols > 0 && numel > 0) {
-    int64_t elem = 0;
-    if (DTypeBytes(v.dtype, 1, &elem)) {
-      op.bwd_workspace =
-          ColumnSumStagingBytes(numel / cols, cols, elem, v.dtype == DType::kDouble ? 8 : 4);
-    }
+    op.bwd_workspace = BiasGradStagingBytes(numel / cols, cols, v.dtype);
   }
   s_.ops.push_back(std::move(op));
 }
