@@ -22,14 +22,19 @@ import torch.nn.functional as F
 V, H, N = 4096, 1024, 2048
 
 
-def allocs_of(nbytes, fn):
+def recorded_events(fn):
+    """The caching allocator's events while fn runs (no stack frames)."""
     torch.cuda.synchronize()
     torch.cuda.memory._record_memory_history(max_entries=100000, context=None)
     fn()
     torch.cuda.synchronize()
     snap = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
-    return sum(1 for e in snap["device_traces"][0] if e["action"] == "alloc" and e["size"] == nbytes)
+    return snap["device_traces"][0]
+
+
+def allocs_of(nbytes, fn):
+    return sum(1 for e in recorded_events(fn) if e["action"] == "alloc" and e["size"] == nbytes)
 
 
 def case(name, loss_fn, amp=False):
