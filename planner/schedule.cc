@@ -344,6 +344,73 @@ bool Conv3dStemRunsWithoutCopies(const Val& x, const Val& w) {
          w.shape[2] > 1;
 }
 
+// A patch embedding: a 2-D convolution of an RGB image (fewer than 8
+// channels) whose kernel is its stride, unpadded (the stems of ViT, CLIP,
+// MLP-Mixer, Swin). cuDNN's heuristics run it with other copies than the
+// general rule below; measured on the H200 over 600 shapes (patches 4 to 32,
+// images 128 to 384, 96 to 768 filters, batches 1 to 256, fp32 with TF32
+// and bf16; bench/cudnn_patch_ws.py, bench/results/cudnn_patch_ws_h200.jsonl):
+// - fp32 forward: nothing below batch 64; from there the input and the
+//   weight copied with channels padded to 4 and the output (x * 4/3 + w * 4/3
+//   + y to 16 bytes for 16x16 patches of 192 filters and more): 202 of the
+//   300 within 1 MiB or 10 % (the general rule: 29).
+// - fp32 weight gradient: the same copies at every batch, no split-K excess:
+//   215 of 300 (the general rule: 90).
+// - 16-bit forward: the padded copies of the general rule where the
+//   convolution has 512 filters or more or patches of 32 pixels or more,
+//   nothing otherwise: 271 of 300 (the general rule: 130). The 16-bit weight
+//   gradient keeps the general rule (145 of 300; no simple rule does better).
+// clip_n's and vit_b_16's stems in their traces agree (fp32: none at batch
+// 32, the copies at 64 and 192).
+bool IsPatchEmbedding(const Node& n, const Val& x, const Val& w) {
+  if (x.shape.size() != 4 || w.shape.size() != 4 || x.shape[1] >= kHalfConvChannelMultiple) {
+    return false;
+  }
+  if (n.GetInt("group", 1) != 1) return false;
+  const std::vector<int64_t> strides = n.GetInts("strides");
+  if (strides.size() != 2 || strides[0] != w.shape[2] || strides[1] != w.shape[3]) return false;
+  if (w.shape[2] < 2 || w.shape[3] < 2) return false;
+  for (int64_t p : n.GetInts("pads")) {
+    if (p != 0) return false;
+  }
+  for (int64_t d : n.GetInts("dilations")) {
+    if (d != 1) return false;
+  }
+  return true;
+}
+
+// The measured boundaries of the patch embedding's engines (see above).
+constexpr int64_t kFp32PatchCopyMinBatch = 64;
+constexpr int64_t kFp32ConvChannelMultiple = 4;
+constexpr int64_t kHalfPatchCopyMinFilters = 512;
+constexpr int64_t kHalfPatchCopyMinPatch = 32;
+
+// `bytes` of a tensor with `channels` channels, the channels padded to a
+// multiple of `multiple`.
+int64_t ChannelPaddedBytes(int64_t bytes, int64_t channels, int64_t multiple) {
+  if (channels <= 0) return bytes;
+  return SatMulNonNeg(bytes / channels, (channels + multiple - 1) / multiple * multiple);
+}
+
+void PatchEmbeddingWorkspaces(const Val& x, const Val& w, const Val& y, int64_t elem, ExecOp* op) {
+  const int64_t x_bytes = BytesOf(x.shape, x.dtype);
+  const int64_t multiple = elem == 4 ? kFp32ConvChannelMultiple : kHalfConvChannelMultiple;
+  const int64_t copies = SatAdd(SatAdd(ChannelPaddedBytes(x_bytes, x.shape[1], multiple),
+                                       ChannelPaddedBytes(w.bytes, w.shape[1], multiple)),
+                                y.bytes);
+  if (elem == 4) {
+    op->fwd_workspace = x.shape[0] >= kFp32PatchCopyMinBatch ? copies : 0;
+    if (w.requires_grad) op->bwd_weight_workspace = copies;
+  } else {
+    const bool copying = w.shape[0] >= kHalfPatchCopyMinFilters ||
+                         std::max(w.shape[2], w.shape[3]) >= kHalfPatchCopyMinPatch;
+    op->fwd_workspace = copying ? copies : 0;
+    if (w.requires_grad) op->bwd_weight_workspace = SatAdd(copies, kConvWeightGradExtraBytes);
+  }
+  // An input gradient (an image that needs one; not measured): the same copies.
+  if (x.requires_grad) op->bwd_workspace = copies;
+}
+
 void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies fp32, ExecOp* op,
                     bool* fp32_conv) {
   if (op->in.size() < 2 || op->in[0] < 0 || op->in[1] < 0 || op->out.empty() || op->out[0] < 0) {
@@ -384,6 +451,10 @@ void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies 
     if (elem == 2 && groups == 1 && w.requires_grad) {
       op->bwd_weight_workspace = UnitConvWeightGradBytes(x, w);
     }
+    return;
+  }
+  if ((elem == 2 || elem == 4) && IsPatchEmbedding(n, x, w)) {
+    PatchEmbeddingWorkspaces(x, w, y, elem, op);
     return;
   }
   // x may be a view (a transposed input the kernel copies): its dense size.

@@ -977,6 +977,45 @@ TEST(ScheduleConv, HalfPrecision3dStemWithADeepKernelCopiesNothingInForward) {
   EXPECT_GT(OpOfNode(sf.value(), f.g, "conv_deep")->fwd_workspace, 0);
 }
 
+// A patch embedding (kernel = stride, unpadded, over an RGB image) has its
+// own measured engines (bench/results/cudnn_patch_ws_h200.jsonl): in fp32 no
+// forward copies below batch 64, from there x and w padded to 4 channels and
+// y, the weight gradient the same copies at every batch; in 16 bits the
+// padded copies only from 512 filters (or 32-pixel patches). An overlapping
+// stem (stride below the kernel) keeps the general rule.
+TEST(ScheduleConv, PatchEmbeddingCopiesFollowTheMeasuredEngines) {
+  auto graph = [] {
+    GraphBuilder b;
+    b.Input("x", {S("N"), D(3), D(224), D(224)});
+    b.Init("Wn", {384, 3, 16, 16});
+    b.Init("Ww", {512, 3, 16, 16});
+    b.Init("Wo", {384, 3, 16, 16});
+    for (const char* k : {"n", "w", "o"}) {
+      Node& c = b.Op("Conv", {"x", std::string("W") + k}, {std::string("y") + k},
+                     std::string("conv_") + k);
+      Ints(c, "strides", k[0] == 'o' ? std::vector<int64_t>{8, 8} : std::vector<int64_t>{16, 16});
+      b.Output(std::string("y") + k);
+    }
+    return b;
+  };
+  for (int64_t n : {32, 64}) {
+    GraphBuilder b = graph();
+    auto s = Build(&b, n, Precision::kFp32);
+    ASSERT_TRUE(s.ok()) << s.message();
+    const ExecOp* narrow = OpOfNode(s.value(), b.g, "conv_n");
+    const int64_t copies = n * 4 * 224 * 224 * 4 + 384LL * 4 * 16 * 16 * 4 + n * 384 * 14 * 14 * 4;
+    EXPECT_EQ(narrow->fwd_workspace, n >= 64 ? copies : 0) << n;
+    EXPECT_EQ(narrow->bwd_weight_workspace, copies) << n;
+    EXPECT_GT(OpOfNode(s.value(), b.g, "conv_o")->fwd_workspace, 0) << "overlapping, " << n;
+  }
+  GraphBuilder h = graph();
+  auto sh = Build(&h, 32, Precision::kBf16);
+  ASSERT_TRUE(sh.ok()) << sh.message();
+  EXPECT_EQ(OpOfNode(sh.value(), h.g, "conv_n")->fwd_workspace, 0);
+  EXPECT_EQ(OpOfNode(sh.value(), h.g, "conv_w")->fwd_workspace,
+            32LL * 8 * 224 * 224 * 2 + 512LL * 8 * 16 * 16 * 2 + 32LL * 512 * 14 * 14 * 2);
+}
+
 TEST(ScheduleConv, MaxPoolMakesItsIndicesEvenWithoutAutograd) {
   GraphBuilder b;
   b.Input("x", {S("N"), D(4), D(8), D(8)});
