@@ -42,6 +42,7 @@ struct Importer {
   int64_t ir_version = 0;
   std::set<std::string> functions;  ///< "domain\nname" of the model-local functions.
   std::string last_fx_node;         ///< The FX node the previous ONNX node came from.
+  int fx_calls = 0;                 ///< FX nodes seen so far (a new one per last_fx_node change).
 
   Status Error(const std::string& what) const { return Status::Error(source + ": " + what); }
 
@@ -376,6 +377,7 @@ void RecordFxNode(Importer* im, const std::string& fx_text, const std::string& m
   const std::string fx_name = fx_text.substr(0, colon);
   if (fx_name == im->last_fx_node) return;
   im->last_fx_node = fx_name;
+  ++im->fx_calls;
   ++record->fx_nodes;
   static const std::string kTarget = "target=";
   const size_t t = fx_text.find(kTarget);
@@ -470,7 +472,11 @@ Status ReadModules(Importer* im, const onnx::NodeProto& np, const std::string& w
     }
     found = true;
   }
-  if (!fx_text.empty()) RecordFxNode(im, fx_text, module_class, record);
+  if (!fx_text.empty()) {
+    RecordFxNode(im, fx_text, module_class, record);
+    static const std::string kUnbind = "target=torch.ops.aten.unbind.int]";
+    if (fx_text.find(kUnbind) != std::string::npos) n->unbind_call = im->fx_calls;
+  }
   n->modules_known = found;
   n->runs_out_of_place = ModuleRunsOutOfPlace(module_class);
   auto too_deep = [&]() {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -103,6 +104,22 @@ TEST(ImporterTest, RecordsTheExportersPyTorchOps) {
   ASSERT_TRUE(ts.ok()) << ts.message();
   EXPECT_EQ(ts->exporter.fx_nodes, 0);
   EXPECT_TRUE(ts->exporter.aten_ops.empty());
+}
+
+// The Slices and Squeezes one `qkv.unbind(0)` became share a call number;
+// each call is its own (clip_n: 6 image and 4 text blocks, three outputs each).
+TEST(ImporterTest, NumbersTheNodesOfEachUnbindCall) {
+  auto r = ImportOnnxFile(ModelPath("clip_n_train"));
+  ASSERT_TRUE(r.ok()) << r.message();
+  std::map<int, int> slices;  // call -> Slice nodes
+  for (const Node& n : r->nodes) {
+    if (n.unbind_call >= 0 && n.op_type == "Slice") ++slices[n.unbind_call];
+  }
+  EXPECT_EQ(slices.size(), 10u);
+  for (const auto& [call, count] : slices) EXPECT_EQ(count, 3) << call;
+  auto resnet = ImportOnnxFile(ModelPath("resnet18_train"));
+  ASSERT_TRUE(resnet.ok()) << resnet.message();
+  for (const Node& n : resnet->nodes) EXPECT_EQ(n.unbind_call, -1) << n.name;
 }
 
 std::vector<std::vector<std::string>> TargetsOf(const std::string& line) {

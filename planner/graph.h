@@ -113,6 +113,10 @@ struct Node {
   /// frames are the root module's forward, then one per entry of `modules`;
   /// -1 when not recorded or when the frames do not match the modules.
   int stack = -1;
+  /// The ONNX nodes one `aten.unbind` call became (the dynamo exporter's
+  /// `pkg.torch.onnx.fx_node`) share this number; -1 for other nodes. Its
+  /// Slices are one UnbindBackward in PyTorch (ExecOp::stack_leader).
+  int unbind_call = -1;
   std::vector<int> inputs;
   std::vector<int> outputs;
   std::map<std::string, Attribute> attrs;

@@ -169,6 +169,50 @@ TEST(Plan, ATiedHeadsViewGradientIsSummedOutOfPlace) {
   EXPECT_EQ(w_sized_allocs(false), 2) << "the second embedding gradient is added in place";
 }
 
+// qkv.unflatten(-1, (3, H, dh)).permute(2, 0, 3, 1, 4).unbind(0), as
+// torch.onnx writes it: Reshape, Transpose, then a Slice and a Squeeze per
+// output. PyTorch's backward is one UnbindBackward, a stack of the three
+// gradients (a qkv-sized tensor laid out for the permuted view), and the
+// unflatten's backward then copies it back to [N, S, 3 * H * dh] (clip_n's
+// H200 trace): two qkv-sized gradients. As three plain Slices, each makes
+// its own qkv-sized zeros (the copy follows them too).
+TEST(Plan, AnUnbindsSlicesStackTheirGradientsOnce) {
+  auto qkv_sized_allocs = [](bool unbind) {
+    GraphBuilder b;
+    b.Input("x", {S("N"), D(16), D(32)});
+    b.Init("W", {32, 96});
+    b.Ints("shape", {0, 16, 3, 4, 8});
+    b.Op("MatMul", {"x", "W"}, {"h"});
+    b.Op("Reshape", {"h", "shape"}, {"h5"});
+    b.Op("Transpose", {"h5"}, {"p"}).attrs["perm"] = IntsAttr({2, 0, 3, 1, 4});
+    b.Ints("axis0", {0});
+    const char* names[] = {"q", "k", "v"};
+    for (int i = 0; i < 3; ++i) {
+      const std::string n = names[i];
+      b.Ints(n + "_s", {i});
+      b.Ints(n + "_e", {i + 1});
+      b.Op("Slice", {"p", n + "_s", n + "_e", "axis0"}, {n + "5"}).unbind_call = unbind ? 7 : -1;
+      b.Op("Squeeze", {n + "5", "axis0"}, {n}).unbind_call = unbind ? 7 : -1;
+    }
+    b.Op("Add", {"q", "k"}, {"qk"});
+    b.Op("Add", {"qk", "v"}, {"y"});
+    b.Output("y");
+    PlanOptions o = Train(Optimizer::kSgd);
+    o.keep_events = true;
+    const Plan p = PlanOf(b, 4, o);
+    int n = 0;
+    for (size_t e = 0; e < p.events.size() && e < p.iteration_starts.at(1); ++e) {
+      if (p.event_phases[e] == Phase::kBackward && p.events[e].is_alloc &&
+          p.events[e].bytes == 4 * 16 * 96 * 4) {
+        ++n;
+      }
+    }
+    return n;
+  };
+  EXPECT_EQ(qkv_sized_allocs(true), 2) << "the stack and the unflatten's copy";
+  EXPECT_EQ(qkv_sized_allocs(false), 4) << "three slices' zeros and the copy";
+}
+
 // Gemm(x, W, bias) in backward, as gpt2's Conv1D runs it (addmm): the
 // gradients of x and W, then the bias's, summed over the 5632 rows by
 // validate_outputs, with the reduction's staging buffer taken right after

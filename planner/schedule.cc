@@ -523,6 +523,8 @@ class Builder {
     return graph_dtype;
   }
   void InitVals(const std::vector<InitRole>& roles);
+  /// Sets ExecOp::stack_leader on the Slices of each `aten.unbind` call.
+  void MarkUnbindStacks();
   /// bitsandbytes' dequantization of a quantized weight `v` before its
   /// matmul: a weight-sized tensor in the compute dtype, freed after it.
   int Dequantize(int v, const std::string& label);
@@ -1949,8 +1951,32 @@ Result<Schedule> Builder::Build() {
     if (lora != lora_at_.end()) AppendLora(lora->second);
     for (size_t k = first_op; k < s_.ops.size(); ++k) s_.ops[k].scope_node = ni;
   }
+  MarkUnbindStacks();
   MarkCheckpointSegments(g_, o_, &s_);
   return std::move(s_);
+}
+
+// torch.onnx writes `x.unbind(d)` as one Slice (and Squeeze) per output,
+// whose backwards would each make an x-sized zero tensor holding one
+// gradient, summed. PyTorch runs one UnbindBackward instead
+// (tools/autograd/derivatives.yaml: unbind_backward, an at::stack of the
+// outputs' gradients), once all of them have arrived: one x-sized tensor,
+// then the gradients it stacked are released (clip_n's qkv.unbind(0) in its
+// H200 trace, clip_n_train_192_fp32: stack, then the three frees).
+void Builder::MarkUnbindStacks() {
+  std::map<std::pair<int, int>, std::vector<size_t>> calls;  // (call, input) -> ops
+  for (size_t k = 0; k < s_.ops.size(); ++k) {
+    const ExecOp& op = s_.ops[k];
+    if (op.node < 0 || op.grad_kind != GradKind::kGather || op.in.empty() || op.in[0] < 0) {
+      continue;
+    }
+    const int call = g_.nodes[op.node].unbind_call;
+    if (call >= 0) calls[{call, op.in[0]}].push_back(k);
+  }
+  for (const auto& [key, ops] : calls) {
+    if (ops.size() < 2) continue;
+    for (size_t k : ops) s_.ops[k].stack_leader = static_cast<int>(ops.front());
+  }
 }
 
 // Nodes whose outputs only the skipped nodes read (shape reads aside) do not

@@ -98,6 +98,12 @@ struct ExecOp {
   /// Empty: every gradient comes first.
   std::vector<bool> grad_in_weight_pass;
   int segment = -1;  ///< Checkpoint segment index (MarkCheckpointSegments).
+  /// A Slice of an `aten.unbind` call (Node::unbind_call) with the others
+  /// of that call on the same input: the first of them in forward order, for
+  /// each of them (-1: none). PyTorch runs the call's backward once
+  /// (UnbindBackward: one stack of the outputs' gradients), when the last
+  /// of them is reached, as the first one's backward here.
+  int stack_leader = -1;
   /// The graph node whose processing made the op (synthetic ops too): its
   /// scope decides the checkpoint segment.
   int scope_node = -1;

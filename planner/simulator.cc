@@ -475,10 +475,26 @@ void Simulator::Backward() {
   }
   Ref(g);
   grad_of_[L] = g;
+  permuted_grads_.clear();
+  stack_members_.clear();
+  for (size_t k = 0; k < s_.ops.size(); ++k) {
+    if (s_.ops[k].stack_leader >= 0) {
+      stack_members_[s_.ops[k].stack_leader].push_back(static_cast<int>(k));
+    }
+  }
   for (size_t k = s_.ops.size(); k-- > 0;) {
     const ExecOp& op = s_.ops[k];
     bool has_grad = false;
     for (int v : op.out) has_grad = has_grad || (v >= 0 && grad_of_.count(v));
+    // An unbind's Slices: the others' gradients wait for the first one's
+    // backward, which stacks them all (Builder::MarkUnbindStacks).
+    const bool stacks = op.stack_leader == static_cast<int>(k);
+    if (op.stack_leader >= 0 && !stacks) has_grad = false;
+    if (stacks) {
+      for (int m : stack_members_[static_cast<int>(k)]) {
+        for (int v : s_.ops[m].out) has_grad = has_grad || (v >= 0 && grad_of_.count(v));
+      }
+    }
     if (!has_grad) {
       if (op.segment >= 0 && seg_first_[op.segment] == static_cast<int>(k)) {
         ReleaseSegment(op.segment);
@@ -525,10 +541,28 @@ void Simulator::Backward() {
     bool deferred_bias = false;                 // addmm: the product's backward makes it
     const int out_grad =
         op.out.empty() || op.out[0] < 0 || !grad_of_.count(op.out[0]) ? -1 : grad_of_[op.out[0]];
+    // A gradient laid out for a permuted view, reshaped back to the
+    // contiguous tensor the view came from: reshape cannot view it, so it
+    // copies (an unbind of a permuted qkv, then the unflatten's backward).
+    const bool copy_back = op.grad_kind == GradKind::kAlias && out_grad >= 0 && op.def &&
+                           op.def->view == ViewRule::kReshape && !op.out.empty() &&
+                           op.out[0] >= 0 && permuted_grads_.count(out_grad) > 0 &&
+                           s_.vals[op.out[0]].strides.size() == s_.vals[op.out[0]].shape.size() &&
+                           IsContiguous(s_.vals[op.out[0]].shape, s_.vals[op.out[0]].strides);
     switch (op.grad_kind) {
       case GradKind::kAlias:
         for (size_t i = 0; i < op.in.size(); ++i) {
           if (!op.grad_in[i] || out_grad < 0) continue;
+          if (copy_back && i == 0) {
+            int64_t n = 0;
+            int64_t bytes = 0;
+            CheckedNumel(s_.vals[op.in[0]].shape, &n);
+            DTypeBytes(s_.vals[op.in[0]].dtype, n, &bytes);
+            const int st = AllocNew(bytes, Category::kTransients);
+            Ref(st);
+            produced.emplace_back(op.in[0], st);
+            continue;
+          }
           Ref(out_grad);
           produced.emplace_back(op.in[i], out_grad);
           if (op.grad_is_view) storages[out_grad].grad_is_view = true;
@@ -553,15 +587,30 @@ void Simulator::Backward() {
           produced.emplace_back(v, st);
         }
         break;
-      case GradKind::kGather:
+      case GradKind::kGather: {
+        const Val& x = s_.vals[op.in[0]];
         if (!op.grad_in.empty() && op.grad_in[0]) {
-          const int st = AllocNew(s_.vals[op.in[0]].bytes > 0 ? s_.vals[op.in[0]].bytes
-                                                              : s_.vals[root_[op.in[0]]].bytes,
+          const int st = AllocNew(x.bytes > 0 ? x.bytes : s_.vals[root_[op.in[0]]].bytes,
                                   Category::kTransients);
           Ref(st);
           produced.emplace_back(op.in[0], st);
+          if (x.strides.size() == x.shape.size() && !IsContiguous(x.shape, x.strides)) {
+            permuted_grads_.insert(st);
+          }
+        }
+        if (stacks) {  // the stacked gradients go
+          for (int m : stack_members_[static_cast<int>(k)]) {
+            if (m == static_cast<int>(k)) continue;
+            for (int v : s_.ops[m].out) {
+              auto it = v >= 0 ? grad_of_.find(v) : grad_of_.end();
+              if (it == grad_of_.end()) continue;
+              Unref(it->second);
+              grad_of_.erase(it);
+            }
+          }
         }
         break;
+      }
       case GradKind::kNew:
         for (size_t i : BackwardInputOrder(s_, op, addmm_bias_.count(static_cast<int>(k)) > 0)) {
           if (!op.grad_in[i]) continue;

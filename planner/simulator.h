@@ -9,6 +9,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -382,8 +383,14 @@ class Simulator {
   std::vector<std::vector<int>> saved_storages_;  // per op: storages referenced
   std::vector<int> held_;                         // weight-cache refs
   std::unordered_map<int, int> grad_of_;          // val -> grad storage
-  std::vector<int> param_grad_;                   // by param index
-  std::vector<int> state_;                        // optimizer state storages
+  /// Gradient storages laid out contiguous for a forward value that is a
+  /// non-contiguous view (a Slice's zeros, an unbind's stack of a permuted
+  /// tensor): reshaped back through a view, PyTorch copies them.
+  std::unordered_set<int> permuted_grads_;
+  /// Per Slice of an unbind call (ExecOp::stack_leader): the ops of its call.
+  std::unordered_map<int, std::vector<int>> stack_members_;
+  std::vector<int> param_grad_;  // by param index
+  std::vector<int> state_;       // optimizer state storages
   int logits_storage_ = -1;
   std::vector<int> loss_storages_;
   std::vector<int> loss_saved_;
