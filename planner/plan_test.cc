@@ -132,6 +132,22 @@ TEST(Plan, PerPixelCrossEntropyLabelsAndTheirRelease) {
   EXPECT_EQ(bwd, (std::vector<std::string>{"+8192", "-4096", "-4", "+8192", "-8192", "-8192"}));
 }
 
+// The allocations of `bytes` that the first backward of an SGD training
+// plan of `b` at `batch` makes.
+int FirstBackwardAllocsOf(const GraphBuilder& b, int64_t batch, int64_t bytes) {
+  PlanOptions o = Train(Optimizer::kSgd);
+  o.keep_events = true;
+  const Plan p = PlanOf(b, batch, o);
+  int n = 0;
+  for (size_t e = 0; e < p.events.size() && e < p.iteration_starts.at(1); ++e) {
+    if (p.event_phases[e] == Phase::kBackward && p.events[e].is_alloc &&
+        p.events[e].bytes == bytes) {
+      ++n;
+    }
+  }
+  return n;
+}
+
 // A language model's tied head in fp32: W [V, H] read by the embedding
 // (Gather) and, transposed, by the head's MatMul. The head's gradient of W
 // comes first and is a view (TBackward's transpose), so autograd adds the
@@ -153,17 +169,7 @@ TEST(Plan, ATiedHeadsViewGradientIsSummedOutOfPlace) {
       b.Op("MatMul", {"s", "head"}, {"logits"});
     }
     b.Output("logits");
-    PlanOptions o = Train(Optimizer::kSgd);
-    o.keep_events = true;
-    const Plan p = PlanOf(b, 2, o);
-    int n = 0;
-    for (size_t e = 0; e < p.events.size() && e < p.iteration_starts.at(1); ++e) {
-      if (p.event_phases[e] == Phase::kBackward && p.events[e].is_alloc &&
-          p.events[e].bytes == 1000 * 32 * 4) {
-        ++n;
-      }
-    }
-    return n;
+    return FirstBackwardAllocsOf(b, 2, 1000 * 32 * 4);
   };
   EXPECT_EQ(w_sized_allocs(true), 3) << "the head's, the embedding's and their sum";
   EXPECT_EQ(w_sized_allocs(false), 2) << "the second embedding gradient is added in place";
@@ -197,17 +203,7 @@ TEST(Plan, AnUnbindsSlicesStackTheirGradientsOnce) {
     b.Op("Add", {"q", "k"}, {"qk"});
     b.Op("Add", {"qk", "v"}, {"y"});
     b.Output("y");
-    PlanOptions o = Train(Optimizer::kSgd);
-    o.keep_events = true;
-    const Plan p = PlanOf(b, 4, o);
-    int n = 0;
-    for (size_t e = 0; e < p.events.size() && e < p.iteration_starts.at(1); ++e) {
-      if (p.event_phases[e] == Phase::kBackward && p.events[e].is_alloc &&
-          p.events[e].bytes == 4 * 16 * 96 * 4) {
-        ++n;
-      }
-    }
-    return n;
+    return FirstBackwardAllocsOf(b, 4, 4 * 16 * 96 * 4);
   };
   EXPECT_EQ(qkv_sized_allocs(true), 2) << "the stack and the unflatten's copy";
   EXPECT_EQ(qkv_sized_allocs(false), 4) << "three slices' zeros and the copy";
