@@ -298,10 +298,11 @@ void ChannelsLastConvWorkspaces(const Val& x, const Val& w, const Val& y, int64_
 // copies of an input and a weight with other channel counts are padded.
 constexpr int64_t kHalfConvChannelMultiple = 8;
 
-// `channels` rounded up to kHalfConvChannelMultiple.
-int64_t HalfConvPaddedChannels(int64_t channels) {
-  return (channels + kHalfConvChannelMultiple - 1) / kHalfConvChannelMultiple *
-         kHalfConvChannelMultiple;
+// `bytes` of a tensor with `channels` channels, the channels padded to a
+// multiple of `multiple`.
+int64_t ChannelPaddedBytes(int64_t bytes, int64_t channels, int64_t multiple) {
+  if (channels <= 0) return bytes;
+  return SatMulNonNeg(bytes / channels, (channels + multiple - 1) / multiple * multiple);
 }
 
 // The staging buffer of a bias gradient: the incoming [rows, cols] gradient
@@ -385,13 +386,6 @@ constexpr int64_t kFp32ConvChannelMultiple = 4;
 constexpr int64_t kHalfPatchCopyMinFilters = 512;
 constexpr int64_t kHalfPatchCopyMinPatch = 32;
 
-// `bytes` of a tensor with `channels` channels, the channels padded to a
-// multiple of `multiple`.
-int64_t ChannelPaddedBytes(int64_t bytes, int64_t channels, int64_t multiple) {
-  if (channels <= 0) return bytes;
-  return SatMulNonNeg(bytes / channels, (channels + multiple - 1) / multiple * multiple);
-}
-
 void PatchEmbeddingWorkspaces(const Val& x, const Val& w, const Val& y, int64_t elem, ExecOp* op) {
   const int64_t x_bytes = BytesOf(x.shape, x.dtype);
   const int64_t multiple = elem == 4 ? kFp32ConvChannelMultiple : kHalfConvChannelMultiple;
@@ -461,14 +455,14 @@ void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies 
   int64_t in_bytes = BytesOf(x.shape, x.dtype);
   int64_t w_bytes = w.bytes;
   if (elem == 2 && channels > 0 && channels % kHalfConvChannelMultiple != 0) {
-    in_bytes = SatMulNonNeg(in_bytes / channels, HalfConvPaddedChannels(channels));
+    in_bytes = ChannelPaddedBytes(in_bytes, channels, kHalfConvChannelMultiple);
     // The weight's copy is padded alike ([K, 8, ...] for [K, 3, ...]): the
     // 3-channel forwards of cudnn_ws_grid_h200.jsonl that copy take
     // K * 5 * R * S * 2 bytes (+16) more than x padded, w and y; mixer_n's
     // 16x16 patch embedding likewise (its trace at batch 160, amp_bf16).
     const int64_t wc = w.shape[1];
     if (wc > 0 && wc % kHalfConvChannelMultiple != 0) {
-      w_bytes = SatMulNonNeg(w.bytes / wc, HalfConvPaddedChannels(wc));
+      w_bytes = ChannelPaddedBytes(w.bytes, wc, kHalfConvChannelMultiple);
     }
   }
   const int64_t ws = SatAdd(SatAdd(in_bytes, w_bytes), y.bytes);
