@@ -98,6 +98,7 @@ Result<Plan> MakePlanFrom(const Graph& g, int64_t batch, const PlanOptions& opti
   std::unordered_map<std::string, size_t> module_index;
   std::vector<TimelinePoint> timeline;  // of the variant with the largest allocated peak
   bool timeline_in_keep = false;        // that variant is `keep`: its timeline is not copied yet
+  std::vector<StepStream> streams;      // every variant's (PlanDetail::kStreams)
   for (Fp32ConvCopies c : convs) {
     PlanOptions o = options;
     o.fp32_conv = c;
@@ -112,6 +113,8 @@ Result<Plan> MakePlanFrom(const Graph& g, int64_t batch, const PlanOptions& opti
       // Above the limit in one variant: the kept one's reserved peak (the
       // largest of all) is above it too.
       if (plan->over_limit) return plan;
+      for (StepStream& st : plan->streams) streams.push_back(std::move(st));
+      plan->streams.clear();
       const Peak* peaks[3] = {&plan->peak, &plan->first_step, &plan->steady};
       const bool takes_timeline = !have || plan->peak.allocated_bytes > most[0].allocated_bytes;
       const bool kept = !have || plan->peak.device_bytes > keep->peak.device_bytes;
@@ -161,6 +164,7 @@ Result<Plan> MakePlanFrom(const Graph& g, int64_t batch, const PlanOptions& opti
     *peaks[k] = p;
   }
   keep->modules = std::move(modules);
+  keep->streams = std::move(streams);
   // The timeline draws the allocated peak's variant, with the reserved line
   // of the variant whose reserved figure is reported. The two may differ in
   // steps (an in-place op is one step less): each reserved point goes to the

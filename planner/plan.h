@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "planner/allocator_sim.h"
@@ -126,6 +127,18 @@ struct KernelShape {
   std::string node;
 };
 
+/// One simulated variant of a training step as the allocator replay reads
+/// it (PlanDetail::kStreams): every iteration's events (none read off
+/// another), where each iteration's events start and end, and per storage
+/// (a MemEvent id - 1) whether no measurement backs the rule that allocated
+/// it under the plan's options (PeakOf's unbacked share). BatchModel
+/// (batch_model.h) replays it at other sizes.
+struct StepStream {
+  std::vector<MemEvent> events;
+  std::vector<std::pair<size_t, size_t>> iterations;
+  std::vector<bool> storage_unbacked;
+};
+
 /// One rank of a data-parallel job at its allocated peak (planner/distributed.h):
 /// what it holds, in allocator blocks; the parts sum to Peak::allocated_bytes.
 struct RankBreakdown {
@@ -185,6 +198,9 @@ struct Plan {
   std::vector<size_t> iteration_starts;   ///< First event of each simulated step.
   std::vector<std::string> param_names;   ///< Trainable parameters, schedule order.
   std::vector<int64_t> param_bytes_each;  ///< Their bytes, same order.
+  /// PlanDetail::kStreams, single-GPU training: each variant MakePlanFrom
+  /// simulated (fp32 cuDNN engine kinds, in-place activations), in order.
+  std::vector<StepStream> streams;
   /// Data parallelism: the rank's peak and what it holds (zero when single).
   RankBreakdown rank;
   std::vector<KernelShape> kernels;
@@ -209,8 +225,10 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& options)
 
 /// What a plan fills in: everything, or only what a fit test reads (kPeaks:
 /// no per-module peaks, no kernel shapes; peaks, timeline, coverage, FLOPs,
-/// kernel limits and the rank's breakdown as kFull has them).
-enum class PlanDetail { kFull, kPeaks };
+/// kernel limits and the rank's breakdown as kFull has them); kStreams is
+/// kPeaks with Plan::streams (a single-GPU training step simulated through
+/// all its iterations).
+enum class PlanDetail { kFull, kPeaks, kStreams };
 
 struct Schedule;
 /// The schedule of the graph for `options` (one fp32_conv variant), its

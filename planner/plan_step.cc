@@ -90,7 +90,12 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
   // stop_when_steady, CachingAllocatorReplay::State); then it is not run,
   // and the steady step's figures are read off the first steady one. Where
   // the events are handed on (keep_events, data parallel) all are made.
-  sim.stop_when_steady = options.mode == Mode::kTrain && !options.keep_events && !data_parallel;
+  // A stream for the batch model (PlanDetail::kStreams) holds every
+  // iteration's events too.
+  const bool streams = detail == PlanDetail::kStreams && options.mode == Mode::kTrain &&
+                       !data_parallel && options.allocator.device_limit == 0;
+  sim.stop_when_steady =
+      options.mode == Mode::kTrain && !options.keep_events && !data_parallel && !streams;
   sim.Run();
   if (in_place_matters != nullptr) *in_place_matters = sim.in_place_matters;
   int64_t fit_live = 0;        // the step's live bytes, with a reserved limit
@@ -234,6 +239,18 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
     if (sim.rule_used[i]) plan.coverage.rules.push_back(ShareOf(sim.rules[i], options));
   }
   KernelLimitsOf(s, &plan);
+  if (streams) {
+    StepStream st;
+    st.iterations = sim.iteration_events;
+    st.storage_unbacked.resize(sim.storages.size());
+    for (size_t i = 0; i < sim.storages.size(); ++i) {
+      const int rule = sim.storages[i].rule;
+      st.storage_unbacked[i] = rule < 0 || !ShareOf(sim.rules[rule], options).backed;
+    }
+    st.events = std::move(sim.events);  // the simulation is not read after this
+    plan.streams.push_back(std::move(st));
+    return plan;
+  }
   if (data_parallel) {
     // One rank of the data-parallel job (distributed.h) from the process's events.
     Status dp = ApplyDataParallel(g, &plan);
