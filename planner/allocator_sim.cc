@@ -629,76 +629,103 @@ CachingAllocatorReplay::CachingAllocatorReplay(const AllocatorConfig& config) : 
 
 CachingAllocatorReplay::~CachingAllocatorReplay() { delete impl_; }
 
+namespace {
+
+// One event replayed: its block index (-1: none taken) in *block; an error
+// for a malformed event; r.oom set where the device limit stops it.
+Status ReplayOne(const MemEvent& e, size_t i, Simulator& sim, LiveIds& live,
+                 std::vector<int64_t>* holder, SimResult& r, int* block) {
+  *block = -1;
+  if (e.empty_cache) {
+    sim.EmptyCache();
+  } else if (e.is_alloc) {
+    if (e.bytes < 0) {
+      return Status::Error(EventPrefix(i) + "negative size " + std::to_string(e.bytes) +
+                           " for id " + std::to_string(e.id));
+    }
+    if (e.bytes > kMaxRequest) {
+      return Status::Error(EventPrefix(i) + "size " + std::to_string(e.bytes) + " for id " +
+                           std::to_string(e.id) + " is too large");
+    }
+    if (!live.Insert(e.id)) {
+      return Status::Error(EventPrefix(i) + "id " + std::to_string(e.id) +
+                           " is allocated twice without a free");
+    }
+    if (e.bytes > 0) {
+      const int b = sim.Malloc(e.bytes, i);
+      if (b < 0) {
+        r.oom = true;
+        r.oom_event = i;
+      } else {
+        *live.Find(e.id) = b;
+        if (holder != nullptr) {
+          if (static_cast<size_t>(b) >= holder->size()) holder->resize(b + 1, 0);
+          (*holder)[b] = e.id;
+        }
+        *block = b;
+      }
+      if (sim.reserved() > kMaxTotal) {
+        return Status::Error(EventPrefix(i) + "more than 2^60 bytes reserved");
+      }
+    }
+  } else {
+    int* b = live.Find(e.id);
+    if (b == nullptr)
+      return Status::Error(EventPrefix(i) + "free of unknown id " + std::to_string(e.id));
+    if (*b >= 0) sim.Free(*b);
+    live.Erase(e.id);
+  }
+  return Status();
+}
+
+}  // namespace
+
 Status CachingAllocatorReplay::Replay(const std::vector<MemEvent>& events, size_t end) {
   if (!error_.ok()) return error_;
   SimResult& r = result_;
   const size_t from = replayed();
   if (r.oom || r.stopped_above || end <= from) return Status();
   end = std::min(end, events.size());
-  // Room for every event there is now: a replay in parts does not regrow.
-  r.allocated_after.reserve(events.size());
-  r.reserved_after.reserve(events.size());
-  r.placements.reserve(events.size());
+  if (!observer_) {
+    // Room for every event there is now: a replay in parts does not regrow.
+    r.allocated_after.reserve(events.size());
+    r.reserved_after.reserve(events.size());
+    r.placements.reserve(events.size());
+  }
   Simulator& sim = impl_->sim;
   LiveIds& live = impl_->live;
-  std::vector<int64_t>& holder = impl_->holder;
   live.Admit(events, from, end);
-  auto fail = [&](std::string message) {
-    error_ = Status::Error(std::move(message));
-    return error_;
-  };
   for (size_t i = from; i < end; ++i) {
-    const MemEvent& e = events[i];
-    Placement placement;
-    if (e.empty_cache) {
-      sim.EmptyCache();
-    } else if (e.is_alloc) {
-      if (e.bytes < 0) {
-        return fail(EventPrefix(i) + "negative size " + std::to_string(e.bytes) + " for id " +
-                    std::to_string(e.id));
-      }
-      if (e.bytes > kMaxRequest) {
-        return fail(EventPrefix(i) + "size " + std::to_string(e.bytes) + " for id " +
-                    std::to_string(e.id) + " is too large");
-      }
-      if (!live.Insert(e.id)) {
-        return fail(EventPrefix(i) + "id " + std::to_string(e.id) +
-                    " is allocated twice without a free");
-      }
-      if (e.bytes > 0) {
-        const int b = sim.Malloc(e.bytes, i);
-        if (b < 0) {
-          r.oom = true;
-          r.oom_event = i;
-        } else {
-          *live.Find(e.id) = b;
-          if (static_cast<size_t>(b) >= holder.size()) holder.resize(b + 1, 0);
-          holder[b] = e.id;
-          placement.segment = sim.block(b).segment;
-          placement.offset = sim.block(b).offset;
-          placement.block = sim.block(b).size;
-        }
-        if (sim.reserved() > kMaxTotal) {
-          return fail(EventPrefix(i) + "more than 2^60 bytes reserved");
-        }
-      }
-    } else {
-      int* block = live.Find(e.id);
-      if (block == nullptr) {
-        return fail(EventPrefix(i) + "free of unknown id " + std::to_string(e.id));
-      }
-      if (*block >= 0) sim.Free(*block);
-      live.Erase(e.id);
+    int b = -1;
+    Status st = ReplayOne(events[i], i, sim, live, &impl_->holder, r, &b);
+    if (!st.ok()) {
+      error_ = st;
+      return error_;
     }
-    r.placements.push_back(placement);
-    r.allocated_after.push_back(sim.allocated());
-    r.reserved_after.push_back(sim.reserved());
     if (sim.allocated() > r.peak_allocated) {
       r.peak_allocated = sim.allocated();
       r.peak_event = i;
       r.reserved_at_peak = sim.reserved();
     }
     r.peak_reserved = std::max(r.peak_reserved, sim.reserved());
+    if (observer_) {
+      ++observed_;
+      if (!r.oom &&
+          !observer_(i, b >= 0 ? sim.block(b).size : 0, sim.allocated(), sim.reserved())) {
+        r.stopped_above = true;
+        break;
+      }
+    } else {
+      Placement placement;
+      if (b >= 0) {
+        placement.segment = sim.block(b).segment;
+        placement.offset = sim.block(b).offset;
+        placement.block = sim.block(b).size;
+      }
+      r.placements.push_back(placement);
+      r.allocated_after.push_back(sim.allocated());
+      r.reserved_after.push_back(sim.reserved());
+    }
     if (r.oom) break;
     if (stop_reserved_ >= 0 && i < stop_before_ && sim.reserved() > stop_reserved_) {
       r.stopped_above = true;

@@ -2,7 +2,9 @@
 #define MEMPLAN_PLANNER_ALLOCATOR_SIM_H_
 
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "planner/options.h"
@@ -93,6 +95,13 @@ int64_t SegmentAllocationSize(int64_t rounded_bytes);
 Result<SimResult> SimulateCachingAllocator(const std::vector<MemEvent>& events,
                                            const AllocatorConfig& config);
 
+/// Called after each event a CachingAllocatorReplay replays once Observe()d:
+/// the event's index, the block its allocation took (0 for a free, an
+/// empty_cache or a size-0 request), and memory_allocated and
+/// memory_reserved after it; false stops the replay there for good.
+using ReplayObserver =
+    std::function<bool(size_t event, int64_t block, int64_t allocated, int64_t reserved)>;
+
 /// SimulateCachingAllocator in parts: Replay(events, end) goes on from the
 /// last event replayed to `end` (events may have grown in between), and
 /// State() is the allocator's state between two events, so that a caller can
@@ -116,8 +125,13 @@ class CachingAllocatorReplay {
     stop_reserved_ = reserved;
     stop_before_ = before_event;
   }
-  /// Events replayed so far (the per-event vectors of result() have as many).
-  [[nodiscard]] size_t replayed() const { return result_.placements.size(); }
+  /// From now on nothing is kept per event (result()'s per-event vectors
+  /// stay as they are): each event's outcome goes to `after` as it comes
+  /// (a stop by `after` sets SimResult::stopped_above).
+  void Observe(ReplayObserver after) { observer_ = std::move(after); }
+  /// Events replayed so far (the per-event vectors of result() have as many,
+  /// less those observed).
+  [[nodiscard]] size_t replayed() const { return result_.placements.size() + observed_; }
   /// Every segment with its mapped bytes and address rank, every block of
   /// each (offset, size, allocated, mapped, the live id holding it), the
   /// allocated and reserved totals and the retries so far: two equal states
@@ -135,6 +149,8 @@ class CachingAllocatorReplay {
   AllocatorConfig config_;
   SimResult result_;
   Status error_;
+  ReplayObserver observer_;     ///< Observe()'s (empty: keep per event).
+  size_t observed_ = 0;         ///< Events replayed since.
   int64_t stop_reserved_ = -1;  ///< StopAbove's limit (-1: none).
   size_t stop_before_ = 0;
   Impl* impl_ = nullptr;
