@@ -34,7 +34,7 @@ STAGE_OF = {
     "allocator_sim": "simulation", "arena": "simulation", "plan": "simulation",
     "plan_model": "simulation", "simulator": "simulation", "peaks": "simulation",
     "timeline": "simulation", "kernels": "simulation", "plan_step": "simulation",
-    "distributed": "simulation",
+    "distributed": "simulation", "batch_model": "simulation",
     "checkpoint": "schedule", "devices": "advice", "advisor": "advice", "whatif": "advice",
 }
 # Headers outside the standard library that a folder may not include.

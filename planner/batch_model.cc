@@ -1,0 +1,215 @@
+#include "planner/batch_model.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "planner/shape_inference.h"
+
+namespace memplan {
+namespace {
+
+// One step kind's peaks over events [e0, e1), as PeakOf reads them: the
+// allocated peak and the unmeasured rules' blocks live at its first event,
+// the reserved peak from the level before the step (reset_peak_memory_stats
+// keeps the cached segments).
+struct KindPeak {
+  int64_t allocated = 0;
+  int64_t reserved = 0;
+  int64_t unbacked = 0;
+};
+
+}  // namespace
+
+Result<StepFigures> FiguresOf(const std::vector<StepStream>& streams, const PlanOptions& options,
+                              int64_t reserved_limit) {
+  if (streams.empty()) return Status::Error("no simulated step to replay");
+  // Without an empty_cache the reserved bytes never fall: once above the
+  // limit, every later peak is (PlanSchedule's fit test stops there too).
+  bool can_stop = reserved_limit >= 0;
+  for (const StepStream& st : streams) {
+    for (const MemEvent& e : st.events) can_stop = can_stop && !e.empty_cache;
+  }
+  // Per variant, as PlanSchedule reads its replay: the first step is the
+  // first iteration, the steady one the third.
+  struct Variant {
+    KindPeak first, steady;
+    const KindPeak& Reported(StepKind k) const { return k == StepKind::kFirst ? first : steady; }
+  };
+  std::vector<Variant> vs;
+  vs.reserve(streams.size());
+  StepFigures f;
+  for (const StepStream& st : streams) {
+    if (st.iterations.size() < 3) return Status::Error("a training step needs three iterations");
+    Variant v;
+    KindPeak second;  // the second iteration's, for a third that repeats it
+    const std::pair<KindPeak*, std::pair<size_t, size_t>> kinds[3] = {
+        {&v.first, st.iterations[0]}, {&second, st.iterations[1]}, {&v.steady, st.iterations[2]}};
+    std::vector<int64_t> block(st.storage_unbacked.size(), 0);  // live blocks by storage
+    int64_t unbacked = 0;  // of the live blocks, the unmeasured rules'
+    bool over = false;
+    CachingAllocatorReplay replay(options.allocator);
+    replay.Observe([&](size_t e, int64_t taken, int64_t allocated, int64_t reserved) {
+      const MemEvent& ev = st.events[e];
+      const size_t id = ev.empty_cache ? block.size() : static_cast<size_t>(ev.id - 1);
+      if (id < block.size()) {
+        int64_t& held = block[id];
+        if (st.storage_unbacked[id]) unbacked += (ev.is_alloc ? taken : 0) - held;
+        held = ev.is_alloc ? taken : 0;
+      }
+      for (const auto& [p, range] : kinds) {
+        const auto [e0, e1] = range;
+        if (e >= e0 && e < e1 && allocated > p->allocated) {
+          p->allocated = allocated;
+          p->unbacked = unbacked;
+        }
+        if (e + 1 >= e0 && e < e1) p->reserved = std::max(p->reserved, reserved);
+      }
+      if (can_stop && reserved > reserved_limit) {
+        over = true;
+        f.reserved = std::max(f.reserved, reserved);
+        return false;
+      }
+      return true;
+    });
+    // As PlanSchedule: where the allocator ends the second iteration as it
+    // began it, the third repeats the second event for event, and its
+    // figures are the second's.
+    Status replayed = replay.Replay(st.events, st.iterations[1].first);
+    bool repeated = false;
+    if (replayed.ok() && !over) {
+      const std::vector<int64_t> before = replay.State();
+      replayed = replay.Replay(st.events, st.iterations[1].second);
+      repeated = replayed.ok() && !over && replay.StateEquals(before);
+    }
+    if (replayed.ok() && !over && !repeated) replayed = replay.Replay(st.events, st.events.size());
+    if (!replayed.ok()) return replayed;
+    if (replay.result().oom) return Status::Error("the replay ran out of memory");
+    if (repeated) v.steady = second;
+    f.allocated = std::max({f.allocated, v.first.allocated, v.steady.allocated});
+    if (over) {  // lower bounds, as Plan::over_limit has them
+      f.over_limit = true;
+      f.unbacked = 0;
+      return f;
+    }
+    vs.push_back(v);
+  }
+  // MakePlanFrom: the reserved figures are the variant's whose reported
+  // reserved peak is highest (the first of equals); each step kind's
+  // allocated peak is the highest over the variants, and the coverage is
+  // read where the reported one is.
+  size_t kept = 0, most = 0;
+  for (size_t i = 0; i < vs.size(); ++i) {
+    if (vs[i].Reported(options.step).reserved > vs[kept].Reported(options.step).reserved) kept = i;
+    if (vs[i].Reported(options.step).allocated > vs[most].Reported(options.step).allocated) {
+      most = i;
+    }
+  }
+  f.reserved = std::max(vs[kept].first.reserved, vs[kept].steady.reserved);
+  f.unbacked = vs[most].Reported(options.step).unbacked;
+  return f;
+}
+
+Result<BatchModel> BatchModel::Fit(int64_t b1, const std::vector<StepStream>& s1, int64_t b2,
+                                   const std::vector<StepStream>& s2) {
+  if (b1 == b2 || b1 < 1 || b2 < 1) return Status::Error("a model needs two batches");
+  if (s1.empty() || s1.size() != s2.size()) {
+    return Status::Error("the plans simulated different variants");
+  }
+  BatchModel m;
+  m.b1_ = b1;
+  m.b2_ = b2;
+  for (size_t v = 0; v < s1.size(); ++v) {
+    const StepStream& a = s1[v];
+    const StepStream& b = s2[v];
+    if (a.events.size() != b.events.size() || a.iterations != b.iterations ||
+        a.storage_unbacked != b.storage_unbacked) {
+      return Status::Error("the steps differ in their events");
+    }
+    std::vector<int64_t> grown(a.events.size(), 0);
+    for (size_t e = 0; e < a.events.size(); ++e) {
+      const MemEvent& x = a.events[e];
+      const MemEvent& y = b.events[e];
+      if (x.id != y.id || x.is_alloc != y.is_alloc || x.empty_cache != y.empty_cache) {
+        return Status::Error("the steps differ at event " + std::to_string(e));
+      }
+      if (x.is_alloc && !x.empty_cache) grown[e] = y.bytes - x.bytes;  // both under 2^50
+    }
+    m.streams_.push_back(a);
+    m.grown_.push_back(std::move(grown));
+  }
+  return m;
+}
+
+bool BatchModel::SizeFor(int64_t batch, std::vector<StepStream>* out) const {
+  if (batch < 1) return false;
+  *out = streams_;
+  // On the line through the two sizes (floor; exact where the size is affine).
+  const __int128 num = static_cast<__int128>(batch) - b1_;
+  const __int128 den = static_cast<__int128>(b2_) - b1_;
+  for (size_t v = 0; v < out->size(); ++v) {
+    std::vector<MemEvent>& events = (*out)[v].events;
+    const std::vector<int64_t>& grown = grown_[v];
+    for (size_t e = 0; e < events.size(); ++e) {
+      if (grown[e] == 0) continue;
+      __int128 step = static_cast<__int128>(grown[e]) * num;
+      __int128 q = step / den;
+      if ((step % den != 0) && ((step < 0) != (den < 0))) --q;
+      const __int128 bytes = events[e].bytes + q;
+      if (bytes < 0 || bytes > kMaxTensorBytes) return false;
+      events[e].bytes = static_cast<int64_t>(bytes);
+    }
+  }
+  return true;
+}
+
+Result<StepFigures> BatchModel::At(int64_t batch, const PlanOptions& options,
+                                   int64_t reserved_limit) const {
+  std::vector<StepStream> sized;
+  if (!SizeFor(batch, &sized)) {
+    return Status::Error("batch " + std::to_string(batch) + " is outside the model's sizes");
+  }
+  return FiguresOf(sized, options, reserved_limit);
+}
+
+bool BatchModel::SameEvents(int64_t batch, const std::vector<StepStream>& streams) const {
+  if (streams.size() != streams_.size()) return false;
+  std::vector<StepStream> sized;
+  if (!SizeFor(batch, &sized)) return false;
+  for (size_t v = 0; v < sized.size(); ++v) {
+    const StepStream& a = sized[v];
+    const StepStream& b = streams[v];
+    if (a.iterations != b.iterations || a.events.size() != b.events.size() ||
+        a.storage_unbacked.size() != b.storage_unbacked.size()) {
+      return false;
+    }
+    for (size_t e = 0; e < a.events.size(); ++e) {
+      const MemEvent& x = a.events[e];
+      const MemEvent& y = b.events[e];
+      if (x.id != y.id || x.is_alloc != y.is_alloc || x.empty_cache != y.empty_cache ||
+          (x.is_alloc && !x.empty_cache && RoundAllocation(x.bytes) != RoundAllocation(y.bytes))) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+bool BatchModel::Predicts(int64_t batch, const std::vector<StepStream>& streams) const {
+  if (!SameEvents(batch, streams)) return false;
+  for (size_t v = 0; v < streams.size(); ++v) {
+    if (streams[v].storage_unbacked != streams_[v].storage_unbacked) return false;
+  }
+  return true;
+}
+
+Result<BatchModel> BatchModel::For(int64_t batch, const std::vector<StepStream>& streams) const {
+  if (!SameEvents(batch, streams)) return Status::Error("the steps differ in their events");
+  BatchModel m = *this;
+  for (size_t v = 0; v < streams.size(); ++v) {
+    m.streams_[v].storage_unbacked = streams[v].storage_unbacked;
+  }
+  return m;
+}
+
+}  // namespace memplan

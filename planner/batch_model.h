@@ -1,0 +1,106 @@
+#ifndef MEMPLAN_PLANNER_BATCH_MODEL_H_
+#define MEMPLAN_PLANNER_BATCH_MODEL_H_
+
+/// A training step's allocator events as functions of the batch, for a
+/// search that asks about many batches of one candidate (a precision and a
+/// checkpoint placement): the schedule, the simulation and its events are
+/// planned at two batches, and the others get the allocator replay alone.
+///
+/// Between two batches where the schedule and the simulation take the same
+/// decisions (views, copies, kernel choices, what is saved and freed when),
+/// a step makes the same events in the same order, and only their sizes
+/// change; most sizes are affine in the batch (a tensor's bytes are the
+/// batch times its other dims' product), some are not (a reduction's
+/// staging buffer grows in steps and stops at a cap, a cuDNN RNN workspace
+/// follows a fitted curve; tests/batch_model_test.cc has both). A model is
+/// fitted to two plans of one candidate and refused where their events
+/// differ in anything but their sizes; at another batch each size is taken
+/// on the line through its two sizes, the events are replayed
+/// (CachingAllocatorReplay) and what a fit test reads off a plan is read as
+/// PlanSchedule and MakePlanFrom read it. It predicts: a size off its line,
+/// or a decision that parts between the batches it was fitted at and
+/// another, makes it wrong there, so what it says must be checked against a
+/// plan (Predicts) before it is relied on.
+
+#include <cstdint>
+#include <vector>
+
+#include "planner/allocator_sim.h"
+#include "planner/options.h"
+#include "planner/plan.h"
+#include "planner/status.h"
+
+namespace memplan {
+
+/// What a fit test reads off a plan (the advisor's Probe), as the plan
+/// would report it.
+struct StepFigures {
+  /// The largest of the reported, first and steady steps' reserved peaks,
+  /// of the variant whose reported reserved peak is highest (MakePlanFrom's
+  /// kept plan).
+  int64_t reserved = 0;
+  /// The largest allocated peak of any step kind over the variants.
+  int64_t allocated = 0;
+  /// Coverage::unbacked_bytes: the blocks at the reported step's allocated
+  /// peak (of the variant where it is highest) that unmeasured rules hold.
+  int64_t unbacked = 0;
+  /// Stopped once more than the limit was reserved (as Plan::over_limit):
+  /// `reserved` and `allocated` are lower bounds, `unbacked` is 0.
+  bool over_limit = false;
+};
+
+/// The figures of `streams` (Plan::streams) replayed under `options` (its
+/// allocator and step kind); an error as the replay gives it. With
+/// `reserved_limit` >= 0 and no empty_cache in the streams, the replay stops
+/// once more than that is reserved (the reserved bytes never fall then).
+[[nodiscard]] Result<StepFigures> FiguresOf(const std::vector<StepStream>& streams,
+                                            const PlanOptions& options,
+                                            int64_t reserved_limit = -1);
+
+class BatchModel {
+ public:
+  /// Fitted to the streams (Plan::streams) of one candidate's plans at
+  /// batches `b1` and `b2` (b1 != b2, both >= 1); an error says what differs.
+  [[nodiscard]] static Result<BatchModel> Fit(int64_t b1, const std::vector<StepStream>& s1,
+                                              int64_t b2, const std::vector<StepStream>& s2);
+
+  /// The figures at `batch` >= 1 (FiguresOf, `reserved_limit` as there);
+  /// an error where a size would be negative or past the allocator's limits
+  /// (no plan has that step).
+  [[nodiscard]] Result<StepFigures> At(int64_t batch, const PlanOptions& options,
+                                       int64_t reserved_limit = -1) const;
+
+  /// Whether `streams` (a plan's at `batch`) are the events the model gives
+  /// at that batch, as the allocator sees them: the same events with the
+  /// same sizes rounded to its 512 B (RoundAllocation; the replay reads
+  /// nothing finer), so that they replay to the same figures.
+  [[nodiscard]] bool Predicts(int64_t batch, const std::vector<StepStream>& streams) const;
+
+  /// This model for another candidate whose plan at `batch` makes the
+  /// events this one gives there (the sizes rounded as Predicts rounds
+  /// them), with that plan's own unmeasured rules (`streams`' flags): a
+  /// precision that moves the same bytes (amp_fp16 after amp_bf16) under
+  /// other evidence. An error where the events differ.
+  [[nodiscard]] Result<BatchModel> For(int64_t batch, const std::vector<StepStream>& streams) const;
+
+  /// The batches it was fitted at.
+  [[nodiscard]] int64_t first_batch() const { return b1_; }
+  [[nodiscard]] int64_t second_batch() const { return b2_; }
+
+ private:
+  /// Sizes the streams' events for `batch`; false where one is out of range.
+  bool SizeFor(int64_t batch, std::vector<StepStream>* out) const;
+  /// Whether `streams` make the events sized for `batch` (flags aside).
+  bool SameEvents(int64_t batch, const std::vector<StepStream>& streams) const;
+
+  int64_t b1_ = 0;
+  int64_t b2_ = 0;
+  /// The first plan's streams (sizes at b1_) and, per event, how much its
+  /// size grows from b1_ to b2_ (0 for frees).
+  std::vector<StepStream> streams_;
+  std::vector<std::vector<int64_t>> grown_;
+};
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_PLANNER_BATCH_MODEL_H_
