@@ -141,6 +141,57 @@ TEST(AdviseCli, PredictedSearchFitsInFewerPlans) {
   EXPECT_NE(bad.err.find("--search"), std::string::npos) << bad.err;
 }
 
+// The default search (replay) plans a few batches and replays the allocator
+// over their events at the others: its answer on gpt2_train is a planned
+// batch that fits (its device bytes under the usable budget), from fewer
+// than a third of the full search's plans, and its replays are counted.
+TEST(AdviseCli, ReplaySearchAnswersFromAFewPlans) {
+  auto run = [](const std::string& search) {
+    return Advise({ModelsDir() + "gpt2_train.onnx", "--device", "h100-sxm", "--format", "json",
+                   "--search", search});
+  };
+  CliRun full = run("full");
+  CliRun replay = run("replay");
+  ASSERT_EQ(full.code, kExitOk) << full.err;
+  ASSERT_EQ(replay.code, kExitOk) << replay.err;
+  auto f = nlohmann::json::parse(full.out);
+  auto r = nlohmann::json::parse(replay.out);
+  EXPECT_LT(3 * r["plans"].get<int>(), f["plans"].get<int>());
+  EXPECT_GT(r["replays"].get<int>(), 0);
+  EXPECT_EQ(f["replays"].get<int>(), 0);
+  const int64_t usable = r["budget"]["usable_bytes"].get<int64_t>();
+  for (const auto& c : r["alternatives"]) {
+    EXPECT_LE(c["peak"]["device_bytes"].get<int64_t>(), usable);
+    EXPECT_GT(c["plans"].get<int>(), 0);  // its answer was planned
+  }
+  EXPECT_LE(r["recommendation"]["peak"]["device_bytes"].get<int64_t>(), usable);
+}
+
+// Candidates are searched in threads; the advice does not depend on how
+// many (only the plan count can, each thread planning with its own copy of
+// the graph).
+TEST(AdviseCli, AdviceIsTheSameForAnyThreadCount) {
+  auto run = [](const char* threads) {
+    CliRun c = Advise({ModelsDir() + "mobilenet_v2_train.onnx", "--device", "a100-40gb", "--format",
+                       "json", "--threads", threads});
+    EXPECT_EQ(c.code, kExitOk) << c.err;
+    auto j = nlohmann::json::parse(c.out);
+    for (auto* list : {&j["alternatives"], &j["not_fitting"]}) {
+      for (auto& c : *list) c.erase("plans");
+    }
+    j["recommendation"].erase("plans");
+    j.erase("plans");
+    return j.dump();
+  };
+  const std::string one = run("1");
+  EXPECT_EQ(run("2"), one);
+  EXPECT_EQ(run("5"), one);
+  CliRun bad =
+      Advise({ModelsDir() + "mobilenet_v2_train.onnx", "--device", "a100-40gb", "--threads", "-1"});
+  EXPECT_EQ(bad.code, kExitBadInput);
+  EXPECT_NE(bad.err.find("--threads"), std::string::npos) << bad.err;
+}
+
 TEST(AdviseCli, DevicePresetSetsBudgetAndContext) {
   CliRun r = Advise({ModelsDir() + "resnet18_train.onnx", "--device", "T4", "--checkpoint", "none",
                      "--format", "json"});

@@ -39,7 +39,8 @@ struct AdviseArgs {
   std::string reserve;
   int64_t max_batch = 65536;
   int alternatives = 3;
-  std::string search = "full";
+  int threads = 0;
+  std::string search = "replay";
   std::string format;
 };
 
@@ -259,6 +260,7 @@ nlohmann::json CandidateJson(const Candidate& c, const AdviseRequest& r, const B
   j["recompute_overhead"] = c.recompute_overhead;
   j["grad_accumulation_steps"] = c.grad_accumulation_steps;
   j["plans"] = c.probes;
+  j["replays"] = c.replays;
   if (!c.note.empty()) j["note"] = c.note;
   if (with_snippet) j["snippet"] = Snippet(c, r, chain);
   return j;
@@ -300,6 +302,7 @@ nlohmann::json AdviceJson(const Context& ctx, const Advice& a, const AdviseReque
   j["notes"] = a.notes;
   j["warnings"] = ctx.warnings;
   j["plans"] = a.plans;
+  j["replays"] = a.replays;
   return j;
 }
 
@@ -571,8 +574,13 @@ int RunAdvise(const AdviseArgs& args) {
   r.global_batch = args.global_batch;
   if (args.max_batch < 1) return Fail("--max-batch must be positive");
   if (args.alternatives < 0) return Fail("--alternatives must be 0 or more");
+  if (args.threads < 0) return Fail("--threads must be 0 (one per core) or more");
+  r.threads = args.threads;
   r.max_batch = std::min<int64_t>(args.max_batch, 65536);
-  r.predicted_search = args.search == "predicted";
+  for (BatchSearchKind k :
+       {BatchSearchKind::kReplay, BatchSearchKind::kFull, BatchSearchKind::kPredicted}) {
+    if (args.search == BatchSearchName(k)) r.search = k;
+  }
   ModelFlags mf;
   mf.model = args.model;
   mf.dims = args.dims;
@@ -672,11 +680,16 @@ void AddAdviseCommand(CLI::App* app, CliState* state) {
                   "else 767MiB)");
   cmd->add_option("--max-batch", a->max_batch, "Largest batch tried (at most 65536)");
   cmd->add_option("--alternatives", a->alternatives, "Alternatives shown (default 3)");
+  cmd->add_option("--threads", a->threads,
+                  "Candidates searched at once (default 0: one per core); the advice is the "
+                  "same for any count");
   cmd->add_option("--search", a->search,
-                  "full: doubling then bisection (default); predicted: from the line through "
-                  "two plans' needs, fewer plans (where the peak is not monotone in the batch, "
-                  "it may end at another batch that fits)")
-      ->check(CLI::IsMember({"full", "predicted"}));
+                  "replay (default): a few plans, the allocator replayed over their events at "
+                  "the other batches, every answer planned; full: a plan at every batch, "
+                  "doubling then bisection; predicted: a plan at every batch, from the line "
+                  "through two plans' needs (where the peak is not monotone in the batch, each "
+                  "may end at another batch that fits)")
+      ->check(CLI::IsMember({"replay", "full", "predicted"}));
   AddFormatFlag(cmd, &a->format, {"table", "json", "md"});
   cmd->callback([a, state] { state->exit_code = RunAdvise(*a); });
 }

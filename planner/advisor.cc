@@ -2,10 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
 
+#include "planner/batch_model.h"
 #include "planner/op_registry.h"
 #include "planner/plan_model.h"
 
@@ -318,6 +324,18 @@ SpeedEstimate EstimateSpeed(const Plan& plan, int64_t saved, const DevicePreset&
   return s;
 }
 
+const char* BatchSearchName(BatchSearchKind k) {
+  switch (k) {
+    case BatchSearchKind::kReplay:
+      return "replay";
+    case BatchSearchKind::kFull:
+      return "full";
+    case BatchSearchKind::kPredicted:
+      return "predicted";
+  }
+  return "?";
+}
+
 namespace {
 
 std::string Key(Precision p, const std::vector<std::string>& ckpt, int64_t batch) {
@@ -338,6 +356,13 @@ struct Probe {
   /// The allocated peak + context + NCCL + allowance (a lower bound where
   /// over_limit): no larger batch fits once it is over the budget.
   int64_t allocated_need = 0;
+  /// What does not grow with the batch: the context and, at the allocated
+  /// peak, the parameters, their gradients and the optimizer state.
+  int64_t fixed = 0;
+  /// Planned with PlanDetail::kStreams: the plan's streams (moved out of
+  /// `plan`), until the candidate's search is over (Searcher::DropStreams).
+  std::vector<StepStream> streams;
+  bool planned_streams = false;
   /// What must fit the usable budget.
   int64_t Need() const { return device + uncertain; }
   bool Fits(int64_t usable) const { return !over_limit && !int32_overflow && Need() <= usable; }
@@ -386,45 +411,41 @@ class Searcher {
     if (it != cache_.end() && (fit_usable >= 0 || !it->second->over_limit)) {
       return it->second.get();
     }
-    auto g = Bound(batch);  // A shape error names the batch.
-    if (!g.ok()) return g.status();
     // Need = reserved + context + NCCL + allowance, the last two never
     // negative: a reserved peak above usable - context cannot fit.
     const int64_t limit =
         fit_usable >= 0 ? std::max<int64_t>(0, fit_usable - r_.context_bytes) : -1;
-    auto plan = planner_.PlanStep(BindingsAt(batch), p, ckpt, PlanDetail::kPeaks, limit);
-    ++plans_;
-    if (r_.on_plan) r_.on_plan({r_.base.dist.strategy, p, ckpt.size(), batch});
-    if (!plan.ok()) return Status::Error("batch " + std::to_string(batch) + ": " + plan.message());
-    if (plan->over_limit) {
-      auto probe = std::make_unique<Probe>();
-      probe->over_limit = true;
-      probe->device = plan->peak.reserved_bytes + r_.context_bytes;
-      probe->allocated_need = plan->peak.allocated_bytes + r_.context_bytes;  // a lower bound
-      const Probe* out = probe.get();
-      cache_[key] = std::move(probe);
-      return out;
-    }
-    auto probe = std::make_unique<Probe>();
-    probe->saved = SavedActivationBytes(plan.value());
-    probe->plan = std::move(plan.value());
-    probe->plan.timeline.clear();
-    probe->plan.timeline.shrink_to_fit();
-    const Plan& pl = probe->plan;
-    const int64_t reserved =
-        std::max({pl.peak.reserved_bytes, pl.first_step.reserved_bytes, pl.steady.reserved_bytes});
-    probe->device = reserved + r_.context_bytes + pl.rank.nccl_bytes;
-    probe->uncertain = UncertaintyBytes(pl);
-    probe->allocated_need = std::max({pl.peak.allocated_bytes, pl.first_step.allocated_bytes,
-                                      pl.steady.allocated_bytes}) +
-                            r_.context_bytes + pl.rank.nccl_bytes + probe->uncertain;
-    probe->int32_overflow = pl.int32_overflow.elements > 0;
-    const Probe* out = probe.get();
-    std::unique_ptr<Probe>& slot = cache_[key];
-    if (slot) replaced_.push_back(std::move(slot));  // an over_limit one: still pointed to
-    slot = std::move(probe);
-    return out;
+    return Make(key, batch, p, ckpt, PlanDetail::kPeaks, limit);
   }
+
+  /// The full probe of (batch, p, ckpt) with its plan's streams (empty where
+  /// the plan has none: several GPUs, a device limit).
+  Result<const Probe*> Planned(int64_t batch, Precision p, const std::vector<std::string>& ckpt) {
+    const std::string key = Key(p, ckpt, batch);
+    auto it = cache_.find(key);
+    if (it != cache_.end() && !it->second->over_limit && it->second->planned_streams) {
+      return it->second.get();
+    }
+    return Make(key, batch, p, ckpt, PlanDetail::kStreams, -1);
+  }
+
+  /// The probe of (batch, p, ckpt) made so far, full or stopped over a
+  /// limit; null when none is.
+  const Probe* Cached(int64_t batch, Precision p, const std::vector<std::string>& ckpt) const {
+    auto it = cache_.find(Key(p, ckpt, batch));
+    return it == cache_.end() ? nullptr : it->second.get();
+  }
+
+  /// Frees the probes' streams (a finished candidate's search).
+  void DropStreams() {
+    for (auto& [key, probe] : cache_) {
+      probe->streams.clear();
+      probe->streams.shrink_to_fit();
+      probe->planned_streams = false;
+    }
+  }
+
+  const AdviseRequest& request() const { return r_; }
 
   MeasureFn Measure(Precision p, const std::vector<std::string>& ckpt, int64_t usable) {
     return [this, p, ckpt, usable](int64_t batch) -> Result<FitMeasure> {
@@ -451,11 +472,333 @@ class Searcher {
   }
 
  private:
+  Result<const Probe*> Make(const std::string& key, int64_t batch, Precision p,
+                            const std::vector<std::string>& ckpt, PlanDetail detail,
+                            int64_t limit) {
+    auto g = Bound(batch);  // A shape error names the batch.
+    if (!g.ok()) return g.status();
+    auto plan = planner_.PlanStep(BindingsAt(batch), p, ckpt, detail, limit);
+    ++plans_;
+    if (r_.on_plan) r_.on_plan({r_.base.dist.strategy, p, ckpt.size(), batch});
+    if (!plan.ok()) return Status::Error("batch " + std::to_string(batch) + ": " + plan.message());
+    if (plan->over_limit) {
+      auto probe = std::make_unique<Probe>();
+      probe->over_limit = true;
+      probe->device = plan->peak.reserved_bytes + r_.context_bytes;
+      probe->allocated_need = plan->peak.allocated_bytes + r_.context_bytes;  // a lower bound
+      const Probe* out = probe.get();
+      cache_[key] = std::move(probe);
+      return out;
+    }
+    auto probe = std::make_unique<Probe>();
+    probe->saved = SavedActivationBytes(plan.value());
+    probe->planned_streams = detail == PlanDetail::kStreams;
+    probe->streams = std::move(plan->streams);
+    plan->streams.clear();
+    probe->plan = std::move(plan.value());
+    probe->plan.timeline.clear();
+    probe->plan.timeline.shrink_to_fit();
+    const Plan& pl = probe->plan;
+    const int64_t reserved =
+        std::max({pl.peak.reserved_bytes, pl.first_step.reserved_bytes, pl.steady.reserved_bytes});
+    probe->device = reserved + r_.context_bytes + pl.rank.nccl_bytes;
+    probe->uncertain = UncertaintyBytes(pl);
+    probe->allocated_need = std::max({pl.peak.allocated_bytes, pl.first_step.allocated_bytes,
+                                      pl.steady.allocated_bytes}) +
+                            r_.context_bytes + pl.rank.nccl_bytes + probe->uncertain;
+    probe->int32_overflow = pl.int32_overflow.elements > 0;
+    probe->fixed = r_.context_bytes + pl.rank.nccl_bytes;
+    for (Category k : {Category::kParameters, Category::kGradients, Category::kOptimizerState}) {
+      probe->fixed += pl.peak.breakdown.bytes[static_cast<int>(k)];
+    }
+    const Probe* out = probe.get();
+    std::unique_ptr<Probe>& slot = cache_[key];
+    if (slot) replaced_.push_back(std::move(slot));  // an over_limit one: still pointed to
+    slot = std::move(probe);
+    return out;
+  }
+
   CandidatePlanner planner_;
   const AdviseRequest& r_;
   std::map<std::string, std::unique_ptr<Probe>> cache_;
   std::vector<std::unique_ptr<Probe>> replaced_;
   int plans_ = 0;
+};
+
+// One candidate's batch search by the batch model (BatchSearchKind::kReplay).
+// A batch is judged by its plan where one was made, else by the model's
+// replay; the answer is always planned, and accepted where the model
+// predicts that plan's events (the batches around it were judged by a model
+// that holds there), else the model is fitted again at the answer and the
+// batch after it.
+class ReplaySearch {
+ public:
+  /// `inherited`: the model another candidate's search ended with (the
+  /// previous precision's at this placement; may be null), taken over where
+  /// this candidate's first plan makes the events it gives there.
+  ReplaySearch(Searcher* s, Precision p, std::vector<std::string> ckpt, int64_t usable, int64_t cap,
+               const BatchModel* inherited)
+      : s_(*s), p_(p), ckpt_(std::move(ckpt)), usable_(usable), cap_(cap), inherited_(inherited) {
+    options_ = Searcher::ProbeOptions(s_.request());
+    options_.precision = p;
+  }
+
+  /// Batches judged by the model alone so far.
+  int replays() const { return replays_; }
+  /// The model the search ended with (none where it planned alone).
+  const std::optional<BatchModel>& model() const { return model_; }
+
+  Result<BatchSearch> Run(int64_t start) {
+    BatchSearch out;
+    if (cap_ < 1) return out;
+    // Batch 1 is viewed where more samples are copied (its plan makes other
+    // events): a model starts from 2.
+    start = std::min(std::max<int64_t>(start, 2), cap_);
+    auto first = PlanAt(start);
+    if (!first.ok()) return first.status();
+    if (first.value()->streams.empty()) return PlansAlone(start);  // nothing to replay
+    if (inherited_ != nullptr) {
+      auto taken = inherited_->For(start, first.value()->streams);
+      if (taken.ok()) return Search(start, std::move(taken.value()));
+    }
+    // The second batch: where the need reaches the budget, the need taken
+    // as what does not grow with the batch (the weights, their gradients
+    // and optimizer state at the peak, the context) plus a part
+    // proportional to it; the batch after or before the first at least.
+    const Probe& a = *first.value();
+    const double fixed = static_cast<double>(a.fixed);
+    const double need = static_cast<double>(a.Need());
+    const double room = static_cast<double>(usable_) - fixed;
+    const double guess =
+        need > fixed && room > 0
+            ? static_cast<double>(start) * room / (need - fixed)
+            : static_cast<double>(start) * static_cast<double>(usable_) / std::max(need, 1.0);
+    int64_t second = 0;
+    if (a.Fits(usable_)) {
+      second = guess >= static_cast<double>(cap_)
+                   ? cap_
+                   : std::max(start + 1, static_cast<int64_t>(guess));
+      if (start == cap_) second = start - 1;
+    } else {
+      second = std::max<int64_t>(1, std::min(start - 1, static_cast<int64_t>(guess)));
+      if (start == 1) second = 2;
+    }
+    if (second < 1 || second > cap_) {  // cap 1: that batch is the search
+      out.batch = a.Fits(usable_) ? start : 0;
+      return out;
+    }
+    auto b = PlanAt(second);
+    if (!b.ok()) return b.status();
+    Refit(start, second);
+    return Search(start, std::nullopt);
+  }
+
+ private:
+  // The rounds of Run from `model` (none: the one Refit left), the first
+  // plan at `start`.
+  Result<BatchSearch> Search(int64_t start, std::optional<BatchModel> model) {
+    BatchSearch out;
+    if (model) {
+      model_ = std::move(model);
+      judged_.clear();
+    }
+    int64_t answer = start;
+    for (int round = 0; round < kReplayRounds; ++round) {
+      if (!model_) {
+        auto refit = RefitNearBoundary();
+        if (!refit.ok()) return refit.status();
+        if (!refit.value()) break;
+      }
+      auto found = SearchModel(BestFitting());
+      if (!found.ok()) return found.status();
+      answer = found.value();
+      if (answer == 0) {
+        // Nothing fits by the model: batch 1, planned, says whether it is so.
+        auto one = PlanAt(1);
+        if (!one.ok()) return one.status();
+        if (!one.value()->Fits(usable_)) return out;
+        auto refit = RefitAround(1);
+        if (!refit.ok()) return refit.status();
+        if (!refit.value()) break;
+        continue;
+      }
+      auto planned = PlanAt(answer);
+      if (!planned.ok()) return planned.status();
+      const Probe& at = *planned.value();
+      if (!at.Fits(usable_) && at.int32_overflow && at.Need() <= usable_) {
+        // A kernel limit, which the replay does not see: no larger batch
+        // can run either (the tensor grows with the batch).
+        overflow_from_ = std::min(overflow_from_, answer);
+        judged_.clear();
+        continue;
+      }
+      if (at.Fits(usable_) && model_ && model_->Predicts(answer, at.streams)) {
+        out.batch = answer;
+        return out;
+      }
+      auto refit = RefitAround(answer);
+      if (!refit.ok()) return refit.status();
+      if (!refit.value()) break;
+    }
+    return PlansAlone(std::max<int64_t>(1, answer));
+  }
+
+  // The search with plans at every batch (BatchSearchKind::kFull) from `start`.
+  Result<BatchSearch> PlansAlone(int64_t start) {
+    auto found = LargestBatch(s_.Fits(p_, ckpt_, usable_), cap_, start);
+    if (!found.ok() || found->batch >= kDipScanBelow) return found;
+    return ScanPastDips(s_.Fits(p_, ckpt_, usable_), s_.Beyond(p_, ckpt_, usable_), found->batch,
+                        cap_);
+  }
+
+  void Refit(int64_t b1, int64_t b2) {
+    model_.reset();
+    judged_.clear();
+    const Probe* x = s_.Cached(b1, p_, ckpt_);
+    const Probe* y = s_.Cached(b2, p_, ckpt_);
+    if (x == nullptr || y == nullptr || x->streams.empty() || y->streams.empty()) return;
+    auto m = BatchModel::Fit(b1, x->streams, b2, y->streams);
+    if (m.ok()) model_ = std::move(m.value());
+  }
+
+  // A model from `b` and the batch after it (before it at the cap), both
+  // planned; false where they differ in more than sizes.
+  Result<bool> RefitAround(int64_t b) {
+    const int64_t next = b < cap_ ? b + 1 : b - 1;
+    if (next < 1) return false;
+    for (int64_t x : {b, next}) {
+      auto planned = PlanAt(x);
+      if (!planned.ok()) return planned.status();
+    }
+    Refit(b, next);
+    return model_.has_value();
+  }
+
+  // Where the two first batches differ in more than sizes: a model around
+  // the planned batch nearest the budget (the largest that fits, else the
+  // smallest that does not).
+  Result<bool> RefitNearBoundary() {
+    const int64_t fits = BestFitting();
+    if (fits > 0) return RefitAround(fits);
+    int64_t least = 0;
+    for (int64_t b : planned_) {
+      if (least == 0 || b < least) least = b;
+    }
+    if (least == 0) return false;
+    return RefitAround(least);
+  }
+
+  // The largest planned batch that fits (0: none).
+  int64_t BestFitting() const {
+    int64_t best = 0;
+    for (int64_t b : planned_) {
+      const Probe* probe = s_.Cached(b, p_, ckpt_);
+      if (probe != nullptr && probe->Fits(usable_)) best = std::max(best, b);
+    }
+    return best;
+  }
+
+  // The full probe at `b`, with its streams.
+  Result<const Probe*> PlanAt(int64_t b) {
+    planned_.insert(b);
+    return s_.Planned(b, p_, ckpt_);
+  }
+
+  Result<FitMeasure> Measure(int64_t b) {
+    if (const Probe* probe = s_.Cached(b, p_, ckpt_)) {
+      return FitMeasure{probe->Fits(usable_), static_cast<double>(probe->Need())};
+    }
+    const Judged& j = Judge(b);
+    return FitMeasure{j.fits, static_cast<double>(j.need)};
+  }
+
+  Result<bool> Beyond(int64_t b) {
+    if (const Probe* probe = s_.Cached(b, p_, ckpt_)) return probe->allocated_need > usable_;
+    return Judge(b).allocated_need > usable_;
+  }
+
+  // The model's figures at `b` as the probe would read them.
+  struct Judged {
+    bool fits = false;
+    int64_t need = 0;
+    int64_t allocated_need = 0;
+  };
+  const Judged& Judge(int64_t b) {
+    auto it = judged_.find(b);
+    if (it != judged_.end()) return it->second;
+    Judged j;
+    // A replay sure to reserve more than the budget stops there (lower
+    // bounds, as a plan over its limit gives them).
+    const int64_t context = s_.request().context_bytes;
+    auto f = model_->At(b, options_, std::max<int64_t>(0, usable_ - context));
+    ++replays_;
+    if (!f.ok()) {
+      // Sizes past what a plan can have: nothing this large fits.
+      j.need = j.allocated_need = INT64_MAX;
+    } else if (f->over_limit) {
+      j.need = f->reserved + context;
+      j.allocated_need = f->allocated + context;
+    } else {
+      const int64_t uncertain = static_cast<int64_t>(
+          std::ceil(static_cast<double>(f->unbacked) * kUnmeasuredErrorFactor));
+      j.need = f->reserved + context + uncertain;
+      j.allocated_need = f->allocated + context + uncertain;
+      j.fits = j.need <= usable_ && b < overflow_from_;
+    }
+    return judged_.emplace(b, j).first->second;
+  }
+
+  Result<int64_t> SearchModel(int64_t start) {
+    MeasureFn measure = [this](int64_t b) { return Measure(b); };
+    auto found = LargestBatchPredicted(measure, static_cast<double>(usable_), cap_,
+                                       std::max<int64_t>(1, start));
+    if (!found.ok()) return found.status();
+    FitFn fits = [this](int64_t b) -> Result<bool> {
+      auto m = Measure(b);
+      if (!m.ok()) return m.status();
+      return m->fits;
+    };
+    BeyondFn beyond = [this](int64_t b) { return Beyond(b); };
+    int64_t answer = found->batch;
+    for (;;) {
+      if (answer < kDipScanBelow) {
+        auto past = ScanPastDips(fits, beyond, answer, cap_, kReplayDipMisses);
+        if (!past.ok()) return past.status();
+        answer = past->batch;
+      }
+      // Dips wider than the scan: a few batches further up (1/16, 1/8 and
+      // 1/4 more), where LargestBatch's doubling steps land on them.
+      int64_t leap_to = 0;
+      const int64_t step = std::max<int64_t>(1, answer / 16);
+      for (int k = 0; k < kReplayLeaps && leap_to == 0; ++k) {
+        const int64_t b = answer + (step << k);
+        if (b > cap_ || b <= answer + 3) continue;
+        auto over = Beyond(b);
+        if (!over.ok()) return over.status();
+        if (over.value()) break;
+        auto f = fits(b);
+        if (!f.ok()) return f.status();
+        if (f.value()) leap_to = b;
+      }
+      if (leap_to == 0) return answer;
+      auto up = LargestBatchPredicted(measure, static_cast<double>(usable_), cap_, leap_to);
+      if (!up.ok()) return up.status();
+      answer = std::max(leap_to, up->batch);
+    }
+  }
+
+  Searcher& s_;
+  Precision p_;
+  std::vector<std::string> ckpt_;
+  int64_t usable_;
+  int64_t cap_;
+  const BatchModel* inherited_;
+  PlanOptions options_;
+  std::optional<BatchModel> model_;
+  std::map<int64_t, Judged> judged_;  // the model's, by batch
+  std::set<int64_t> planned_;         // batches planned with streams
+  int64_t overflow_from_ = INT64_MAX;
+  int replays_ = 0;
 };
 
 bool Ranks(const Candidate& a, const Candidate& b) {
@@ -518,15 +861,240 @@ Result<Advice> Advise(const Graph& g, const AdviseRequest& r) {
 
 namespace {
 
+// One precision x placement of AdviseOneStrategy, searched by a worker:
+// what it needs from the tasks before it, and what it leaves for them and
+// for the advice. `all` also plans the optimal placement after its search.
+struct PlacementTask {
+  Precision p = Precision::kFp32;
+  CheckpointStrategy pl = CheckpointStrategy::kNone;
+  std::vector<std::string> checkpoint;  ///< FixedPlacement's modules.
+  std::vector<size_t> deps;             ///< Tasks whose answers it reads.
+  int none = -1;                        ///< This precision's kNone task.
+  int prev_none = -1;                   ///< The previous precision's kNone task.
+  int prev_same = -1;                   ///< The previous precision's task of this placement.
+  int64_t hint = 1;                     ///< kNone: the last answer of an earlier precision.
+  // Outputs.
+  bool started = false, done = false;
+  Status error;
+  int64_t answer = 0;                       ///< Its batch (0: none fits, or skipped).
+  std::shared_ptr<const BatchModel> model;  ///< The replay search's, at its end.
+  std::vector<Candidate> candidates;        ///< Kept ones, in order.
+  /// Notes in order; `no_saving` ones are kept only for the first task
+  /// that has one (the advice warns once).
+  std::vector<std::pair<bool, std::string>> notes;
+  int plans = 0, replays = 0;
+};
+
+// Everything a task reads that no task writes.
+struct AdviseShared {
+  const AdviseRequest& r;
+  const BlockChain& blocks;
+  int64_t usable = 0;
+  int64_t cap = 0;
+  int64_t kernels = 0;
+};
+
+// The batch run for `c` at its searched batch, its plan and what is read
+// off it (AdviseOneStrategy's candidates all go through here).
+Status FinishCandidate(Searcher& s, const AdviseShared& sh, Candidate* c, PlacementTask* t) {
+  const AdviseRequest& r = sh.r;
+  // The batch actually run: with gradient accumulation, the smallest
+  // micro-batch that needs no more steps than the largest one.
+  int64_t run = c->batch;
+  if (c->batch > 0 && r.global_batch > 0) {
+    // Ceiling divisions that cannot overflow (global batch up to 2^63-1).
+    const int64_t gb = r.global_batch;
+    c->grad_accumulation_steps = gb / c->batch + (gb % c->batch != 0 ? 1 : 0);
+    const int64_t steps = c->grad_accumulation_steps;
+    run = gb / steps + (gb % steps != 0 ? 1 : 0);
+  }
+  if (c->batch == 0) run = 1;
+  auto probe = s.At(run, c->precision, c->checkpoint);
+  if (!probe.ok()) return probe.status();
+  if (c->batch > 0 && run != c->batch && probe.value()->device > sh.usable) {
+    // The peak is not monotone in the batch: the smaller micro-batch
+    // does not fit where the largest does; run the largest.
+    run = c->batch;
+    probe = s.At(run, c->precision, c->checkpoint);
+    if (!probe.ok()) return probe.status();
+  }
+  c->micro_batch = c->batch == 0 ? 0 : run;
+  c->plan = probe.value()->plan;
+  c->device_bytes = probe.value()->device;
+  c->uncertain_bytes = probe.value()->uncertain;
+  c->headroom_bytes = r.budget_bytes - c->device_bytes;
+  if (c->batch > 0 && c->batch < sh.cap) {
+    // Stopped by a kernel limit rather than by memory? Only a probe that is
+    // not over the budget matters here. The replay search planned it where
+    // it might be so (its kernel limits are not replayed).
+    const Probe* next = nullptr;
+    if (r.search == BatchSearchKind::kReplay) {
+      next = s.Cached(c->batch + 1, c->precision, c->checkpoint);
+    } else {
+      auto at = s.At(c->batch + 1, c->precision, c->checkpoint, sh.usable);
+      if (!at.ok()) return at.status();
+      next = at.value();
+    }
+    if (next != nullptr && !next->over_limit && next->int32_overflow && next->Need() <= sh.usable) {
+      const KernelLimit& k = next->plan.int32_overflow;
+      c->note = "batch limited by a 32-bit kernel index: at batch " + std::to_string(c->batch + 1) +
+                ", node '" + k.node + "' (" + k.op_type + ") would see " +
+                std::to_string(k.elements) + " elements, over PyTorch's limit of 2^31 - 1";
+      t->notes.emplace_back(false, std::string(PrecisionName(c->precision)) + ": " + c->note);
+    }
+  }
+  const double fb = static_cast<double>(c->plan.forward_flops + c->plan.backward_flops);
+  c->recompute_overhead = fb > 0 ? c->plan.recompute_flops / fb : 0.0;
+  c->speed = EstimateSpeed(c->plan, probe.value()->saved, r.device, sh.kernels, r.speed,
+                           c->grad_accumulation_steps);
+  return Status();
+}
+
+// The cheapest placement at the largest batch that checkpointing everything
+// allows, or at the global batch when that lies between the largest batch
+// without checkpointing and that one (no gradient accumulation then); false
+// when none is found.
+Result<bool> OptimalPlacement(Searcher& s, const AdviseShared& sh, Precision p, int64_t b_none,
+                              int64_t b_all, Candidate* c, PlacementTask* t) {
+  const AdviseRequest& r = sh.r;
+  if (b_all <= b_none || b_all == 0) return false;
+  const int64_t b = r.global_batch > b_none && r.global_batch < b_all ? r.global_batch : b_all;
+  auto none = s.At(b, p, {});
+  if (!none.ok()) return none.status();
+  auto every = s.At(b, p, FixedPlacement(sh.blocks, CheckpointStrategy::kAll));
+  if (!every.ok()) return every.status();
+  auto bound = s.Bound(b);
+  if (!bound.ok()) return bound.status();
+  const std::vector<BlockCost> costs = EstimateBlockCosts(*bound.value(), sh.blocks);
+  int64_t total = 0;
+  for (const BlockCost& bc : costs) total += bc.bytes;
+  const double saving = static_cast<double>(none.value()->device - every.value()->device);
+  if (saving <= 0 || total <= 0) {
+    t->notes.emplace_back(true, "checkpointing every block saves nothing in the plan at batch " +
+                                    std::to_string(b) + ": optimal placement skipped");
+    return false;
+  }
+  // Linear model: each block's share of the calibrated saving is
+  // proportional to its activation bytes.
+  const double alpha = saving / static_cast<double>(total);
+  double need = (none.value()->Need() - sh.usable) / alpha;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    std::vector<int> chosen;
+    if (!CheapestCover(costs, static_cast<int64_t>(std::ceil(need)), &chosen)) break;
+    std::vector<std::string> mods;
+    for (int i : chosen) mods.push_back(sh.blocks.blocks[i].module);
+    auto v = s.At(b, p, mods);
+    if (!v.ok()) return v.status();
+    if (v.value()->Fits(sh.usable)) {
+      c->checkpoint = mods;
+      c->batch = b;
+      return true;
+    }
+    // Tighten by the overshoot (and a bit more each round).
+    need += (v.value()->Need() - sh.usable) / alpha * (1.0 + 0.25 * attempt) + 1.0;
+  }
+  return false;
+}
+
+// Runs task `t` on worker searcher `s`; `tasks` holds its finished deps.
+Status RunTask(Searcher& s, const AdviseShared& sh, std::vector<PlacementTask>& tasks,
+               PlacementTask& t) {
+  const AdviseRequest& r = sh.r;
+  const int plans_before = s.plans();
+  const int64_t b_none = t.none >= 0 ? tasks[t.none].answer : 0;
+  Candidate c;
+  c.precision = t.p;
+  c.strategy = t.pl;
+  c.checkpoint = t.checkpoint;
+  int64_t start = t.pl == CheckpointStrategy::kNone ? t.hint : std::max<int64_t>(1, b_none);
+  if (r.search == BatchSearchKind::kReplay && t.pl != CheckpointStrategy::kNone && b_none > 0 &&
+      t.prev_none >= 0 && t.prev_same >= 0 && tasks[t.prev_none].answer > 0 &&
+      tasks[t.prev_same].answer > 0) {
+    // The previous precision's answer for this placement, scaled by what
+    // the two precisions fit without checkpointing.
+    start =
+        std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(b_none) *
+                                                  static_cast<double>(tasks[t.prev_same].answer) /
+                                                  static_cast<double>(tasks[t.prev_none].answer)));
+  }
+  if (r.search == BatchSearchKind::kReplay) {
+    const BatchModel* inherited = t.prev_same >= 0 ? tasks[t.prev_same].model.get() : nullptr;
+    ReplaySearch search(&s, t.p, c.checkpoint, sh.usable, sh.cap, inherited);
+    auto found = search.Run(start);
+    if (!found.ok()) return found.status();
+    c.batch = found->batch;
+    c.replays = search.replays();
+    t.replays += search.replays();
+    if (search.model()) t.model = std::make_shared<const BatchModel>(*search.model());
+  } else {
+    auto found = r.search == BatchSearchKind::kPredicted
+                     ? LargestBatchPredicted(s.Measure(t.p, c.checkpoint, sh.usable),
+                                             static_cast<double>(sh.usable), sh.cap, start)
+                     : LargestBatch(s.Fits(t.p, c.checkpoint, sh.usable), sh.cap, start);
+    if (!found.ok()) return found.status();
+    c.batch = found->batch;
+    if (c.batch < kDipScanBelow) {
+      auto past = ScanPastDips(s.Fits(t.p, c.checkpoint, sh.usable),
+                               s.Beyond(t.p, c.checkpoint, sh.usable), c.batch, sh.cap);
+      if (!past.ok()) return past.status();
+      c.batch = past->batch;
+    }
+  }
+  t.answer = c.batch;
+  Status st = FinishCandidate(s, sh, &c, &t);
+  if (!st.ok()) return st;
+  c.probes = s.plans() - plans_before;
+  s.DropStreams();
+  bool keep = true;
+  if (t.pl != CheckpointStrategy::kNone && c.batch > 0 && c.batch <= b_none) {
+    // Dominated: no larger batch, and recomputation on top.
+    keep = false;
+    if (t.pl == CheckpointStrategy::kAll) {
+      auto a = s.At(b_none, t.p, c.checkpoint);
+      auto n = s.At(b_none, t.p, {});
+      if (a.ok() && n.ok() && a.value()->device >= n.value()->device) {
+        t.notes.emplace_back(true, "checkpointing every block does not lower the planned peak (" +
+                                       std::string(PrecisionName(t.p)) + ", batch " +
+                                       std::to_string(b_none) +
+                                       "): is PlanOptions::checkpoint_segments implemented in "
+                                       "this build?");
+      }
+    }
+  }
+  if (keep) t.candidates.push_back(std::move(c));
+  if (t.pl == CheckpointStrategy::kAll) {
+    const int plans_optimal = s.plans();
+    Candidate o;
+    o.precision = t.p;
+    o.strategy = CheckpointStrategy::kOptimal;
+    auto found = OptimalPlacement(s, sh, t.p, b_none, t.answer, &o, &t);
+    if (!found.ok()) return found.status();
+    const std::vector<std::string> none_list;
+    const std::vector<std::string> sqrt_list = FixedPlacement(sh.blocks, CheckpointStrategy::kSqrt);
+    if (found.value() && o.checkpoint != none_list && o.checkpoint != sqrt_list &&
+        o.checkpoint != t.checkpoint) {
+      st = FinishCandidate(s, sh, &o, &t);
+      if (!st.ok()) return st;
+      o.probes = s.plans() - plans_optimal;
+      if (!(o.batch > 0 && o.batch <= b_none)) t.candidates.push_back(std::move(o));
+    }
+  }
+  t.plans += s.plans() - plans_before;
+  return Status();
+}
+
+// The worker count: the request's, else the machine's cores, at most `tasks`.
+size_t Workers(const AdviseRequest& r, size_t tasks) {
+  size_t n = r.threads > 0 ? static_cast<size_t>(r.threads) : std::thread::hardware_concurrency();
+  return std::max<size_t>(1, std::min(n == 0 ? 1 : n, tasks));
+}
+
 Result<Advice> AdviseOneStrategy(const Graph& g, const AdviseRequest& r) {
   Advice advice;
   if (r.budget_bytes <= 0) return Status::Error("the memory budget must be positive");
   if (!(r.margin >= 0 && r.margin < 1)) return Status::Error("the margin must be in [0, 100) %");
   advice.usable_bytes =
       static_cast<int64_t>(std::floor(static_cast<double>(r.budget_bytes) * (1.0 - r.margin)));
-  const int64_t usable = advice.usable_bytes;
-  const int64_t cap = std::max<int64_t>(1, r.max_batch);
-  Searcher s(g, r);
   if (r.checkpoint) {
     advice.blocks = FindBlocks(g);
     if (advice.blocks.blocks.empty()) {
@@ -534,11 +1102,17 @@ Result<Advice> AdviseOneStrategy(const Graph& g, const AdviseRequest& r) {
     }
   }
   const bool ckpt = r.checkpoint && !advice.blocks.blocks.empty();
-  int64_t kernels = -1;
-  int64_t hint = 1;
-  bool warned_no_saving = false;
-  std::vector<Candidate> all;
+  const AdviseShared sh{r, advice.blocks, advice.usable_bytes, std::max<int64_t>(1, r.max_batch),
+                        CountKernels(g)};
 
+  // The tasks, in the order a single search takes them: per precision the
+  // placement without checkpointing, then sqrt, then all (and optimal).
+  // Each starts from answers before it (LargestBatch's start, the replay
+  // search's hints): those are its dependencies, and nothing else of one
+  // task reaches another, so the advice is the same for any worker count.
+  std::vector<PlacementTask> tasks;
+  int prev_none = -1;
+  std::map<CheckpointStrategy, int> prev_task;
   for (Precision p : r.precisions) {
     if (PeakFlops(r.device, p) <= 0) {
       advice.notes.push_back(
@@ -550,159 +1124,118 @@ Result<Advice> AdviseOneStrategy(const Graph& g, const AdviseRequest& r) {
     if (ckpt) {
       placements.push_back(CheckpointStrategy::kSqrt);
       placements.push_back(CheckpointStrategy::kAll);
-      placements.push_back(CheckpointStrategy::kOptimal);
     }
-    int64_t b_none = 0, b_all = 0;
-    std::vector<std::vector<std::string>> seen;
+    const int none = static_cast<int>(tasks.size());
+    std::map<CheckpointStrategy, int> this_task;
     for (CheckpointStrategy pl : placements) {
-      Candidate c;
-      c.precision = p;
-      c.strategy = pl;
-      const int plans_before = s.plans();
-      if (pl != CheckpointStrategy::kOptimal) {
-        c.checkpoint = FixedPlacement(advice.blocks, pl);
-        if (pl != CheckpointStrategy::kNone &&
-            std::find(seen.begin(), seen.end(), c.checkpoint) != seen.end()) {
-          continue;
-        }
-        const int64_t start = pl == CheckpointStrategy::kNone ? hint : std::max<int64_t>(1, b_none);
-        auto found = r.predicted_search
-                         ? LargestBatchPredicted(s.Measure(p, c.checkpoint, usable),
-                                                 static_cast<double>(usable), cap, start)
-                         : LargestBatch(s.Fits(p, c.checkpoint, usable), cap, start);
-        if (!found.ok()) return found.status();
-        c.batch = found->batch;
-        if (c.batch < kDipScanBelow) {
-          auto past = ScanPastDips(s.Fits(p, c.checkpoint, usable),
-                                   s.Beyond(p, c.checkpoint, usable), c.batch, cap);
-          if (!past.ok()) return past.status();
-          c.batch = past->batch;
-        }
-        if (pl == CheckpointStrategy::kNone) {
-          b_none = c.batch;
-          if (c.batch > 0) hint = c.batch;
-        }
-        if (pl == CheckpointStrategy::kAll) b_all = c.batch;
+      PlacementTask t;
+      t.p = p;
+      t.pl = pl;
+      t.checkpoint = FixedPlacement(advice.blocks, pl);
+      if (pl == CheckpointStrategy::kAll &&
+          t.checkpoint == FixedPlacement(advice.blocks, CheckpointStrategy::kSqrt)) {
+        continue;  // the same modules as sqrt
+      }
+      t.prev_none = prev_none;
+      auto same = prev_task.find(pl);
+      t.prev_same = same == prev_task.end() ? -1 : same->second;
+      if (pl == CheckpointStrategy::kNone) {
+        if (prev_none >= 0) t.deps.push_back(prev_none);
       } else {
-        // The cheapest placement at the largest batch that checkpointing
-        // everything allows, or at the global batch when that lies between
-        // the largest batch without checkpointing and that one (no gradient
-        // accumulation then).
-        if (b_all <= b_none || b_all == 0) continue;
-        const int64_t b =
-            r.global_batch > b_none && r.global_batch < b_all ? r.global_batch : b_all;
-        auto none = s.At(b, p, {});
-        if (!none.ok()) return none.status();
-        auto every = s.At(b, p, FixedPlacement(advice.blocks, CheckpointStrategy::kAll));
-        if (!every.ok()) return every.status();
-        auto bound = s.Bound(b);
-        if (!bound.ok()) return bound.status();
-        const std::vector<BlockCost> costs = EstimateBlockCosts(*bound.value(), advice.blocks);
-        int64_t total = 0;
-        for (const BlockCost& bc : costs) total += bc.bytes;
-        const double saving = static_cast<double>(none.value()->device - every.value()->device);
-        if (saving <= 0 || total <= 0) {
-          if (!warned_no_saving) {
-            advice.notes.push_back("checkpointing every block saves nothing in the plan at batch " +
-                                   std::to_string(b) + ": optimal placement skipped");
-            warned_no_saving = true;
-          }
+        t.none = none;
+        t.deps.push_back(none);
+        if (r.search == BatchSearchKind::kReplay) {
+          if (t.prev_none >= 0) t.deps.push_back(t.prev_none);
+          if (t.prev_same >= 0) t.deps.push_back(t.prev_same);
+        }
+      }
+      this_task[pl] = static_cast<int>(tasks.size());
+      tasks.push_back(std::move(t));
+    }
+    prev_none = none;
+    prev_task = this_task;
+  }
+  // kNone's start: the last answer of an earlier precision that fits (1).
+  auto hint_of = [&tasks](const PlacementTask& t) {
+    int64_t hint = 1;
+    for (size_t i = 0; &tasks[i] != &t; ++i) {
+      if (tasks[i].pl == CheckpointStrategy::kNone && tasks[i].answer > 0) hint = tasks[i].answer;
+    }
+    return hint;
+  };
+
+  std::mutex mu;
+  std::condition_variable changed;
+  size_t first_error = tasks.size();  // no task after it is started
+  std::mutex progress;
+  AdviseRequest per_worker = r;
+  if (r.on_plan) {
+    per_worker.on_plan = [&r, &progress](const AdviseProgress& step) {
+      std::lock_guard<std::mutex> lock(progress);
+      r.on_plan(step);
+    };
+  }
+  auto worker = [&]() {
+    std::unique_ptr<Searcher> s;
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      PlacementTask* next = nullptr;
+      bool running = false;
+      for (size_t i = 0; i < tasks.size() && i < first_error; ++i) {
+        PlacementTask& t = tasks[i];
+        if (t.started) {
+          running = running || !t.done;
           continue;
         }
-        // Linear model: each block's share of the calibrated saving is
-        // proportional to its activation bytes.
-        const double alpha = saving / static_cast<double>(total);
-        double need = (none.value()->Need() - usable) / alpha;
-        bool done = false;
-        for (int attempt = 0; attempt < 5 && !done; ++attempt) {
-          std::vector<int> chosen;
-          if (!CheapestCover(costs, static_cast<int64_t>(std::ceil(need)), &chosen)) break;
-          std::vector<std::string> mods;
-          for (int i : chosen) mods.push_back(advice.blocks.blocks[i].module);
-          auto v = s.At(b, p, mods);
-          if (!v.ok()) return v.status();
-          if (v.value()->Fits(usable)) {
-            c.checkpoint = mods;
-            done = true;
-          } else {
-            // Tighten by the overshoot (and a bit more each round).
-            need += (v.value()->Need() - usable) / alpha * (1.0 + 0.25 * attempt) + 1.0;
-          }
-        }
-        if (!done || std::find(seen.begin(), seen.end(), c.checkpoint) != seen.end()) continue;
-        c.batch = b;
-      }
-      seen.push_back(c.checkpoint);
-      // The batch actually run: with gradient accumulation, the smallest
-      // micro-batch that needs no more steps than the largest one.
-      int64_t run = c.batch;
-      if (c.batch > 0 && r.global_batch > 0) {
-        // Ceiling divisions that cannot overflow (global batch up to 2^63-1).
-        const int64_t gb = r.global_batch;
-        c.grad_accumulation_steps = gb / c.batch + (gb % c.batch != 0 ? 1 : 0);
-        const int64_t steps = c.grad_accumulation_steps;
-        run = gb / steps + (gb % steps != 0 ? 1 : 0);
-      }
-      if (c.batch == 0) run = 1;
-      auto probe = s.At(run, p, c.checkpoint);
-      if (!probe.ok()) return probe.status();
-      if (c.batch > 0 && run != c.batch && probe.value()->device > usable) {
-        // The peak is not monotone in the batch: the smaller micro-batch
-        // does not fit where the largest does; run the largest.
-        run = c.batch;
-        probe = s.At(run, p, c.checkpoint);
-        if (!probe.ok()) return probe.status();
-      }
-      c.micro_batch = c.batch == 0 ? 0 : run;
-      c.plan = probe.value()->plan;
-      c.device_bytes = probe.value()->device;
-      c.uncertain_bytes = probe.value()->uncertain;
-      c.headroom_bytes = r.budget_bytes - c.device_bytes;
-      if (c.batch > 0 && c.batch < cap) {
-        // Stopped by a kernel limit rather than by memory?
-        // Only a probe that is not over the budget matters here.
-        auto next = s.At(c.batch + 1, p, c.checkpoint, usable);
-        if (!next.ok()) return next.status();
-        if (!next.value()->over_limit && next.value()->int32_overflow &&
-            next.value()->Need() <= usable) {
-          const KernelLimit& k = next.value()->plan.int32_overflow;
-          c.note = "batch limited by a 32-bit kernel index: at batch " +
-                   std::to_string(c.batch + 1) + ", node '" + k.node + "' (" + k.op_type +
-                   ") would see " + std::to_string(k.elements) +
-                   " elements, over PyTorch's limit of 2^31 - 1";
-          advice.notes.push_back(std::string(PrecisionName(p)) + ": " + c.note);
+        bool ready = true;
+        for (size_t d : t.deps) ready = ready && tasks[d].done;
+        if (ready) {
+          next = &t;
+          break;
         }
       }
-      const double fb = static_cast<double>(c.plan.forward_flops + c.plan.backward_flops);
-      c.recompute_overhead = fb > 0 ? c.plan.recompute_flops / fb : 0.0;
-      if (kernels < 0) kernels = CountKernels(g);
-      c.speed = EstimateSpeed(c.plan, probe.value()->saved, r.device, kernels, r.speed,
-                              c.grad_accumulation_steps);
-      c.probes = s.plans() - plans_before;
-      if (pl != CheckpointStrategy::kNone && c.batch > 0 && c.batch <= b_none) {
-        // Dominated: no larger batch, and recomputation on top.
-        if (pl == CheckpointStrategy::kAll && !warned_no_saving) {
-          auto a = s.At(b_none, p, c.checkpoint);
-          auto n = s.At(b_none, p, {});
-          if (a.ok() && n.ok() && a.value()->device >= n.value()->device) {
-            advice.notes.push_back(
-                "checkpointing every block does not lower the planned peak (" +
-                std::string(PrecisionName(p)) + ", batch " + std::to_string(b_none) +
-                "): is PlanOptions::checkpoint_segments implemented in this build?");
-            warned_no_saving = true;
-          }
-        }
+      if (next == nullptr) {
+        if (!running) return;
+        changed.wait(lock);
         continue;
       }
-      all.push_back(std::move(c));
+      next->started = true;
+      if (next->pl == CheckpointStrategy::kNone) next->hint = hint_of(*next);
+      lock.unlock();
+      if (!s) s = std::make_unique<Searcher>(g, per_worker);
+      Status st = RunTask(*s, sh, tasks, *next);
+      lock.lock();
+      next->error = st;
+      next->done = true;
+      if (!st.ok()) {
+        first_error = std::min(first_error, static_cast<size_t>(next - tasks.data()));
+      }
+      changed.notify_all();
     }
-  }
-  for (Candidate& c : all) {
-    if (c.batch > 0) {
-      advice.ranked.push_back(std::move(c));
-    } else {
-      advice.failing.push_back(std::move(c));
+  };
+  const size_t workers = Workers(r, tasks.size());
+  std::vector<std::thread> threads;
+  for (size_t w = 1; w < workers; ++w) threads.emplace_back(worker);
+  worker();
+  for (std::thread& t : threads) t.join();
+
+  bool warned_no_saving = false;
+  for (PlacementTask& t : tasks) {
+    if (!t.error.ok()) return t.error;
+    for (auto& [no_saving, note] : t.notes) {
+      if (no_saving && warned_no_saving) continue;
+      warned_no_saving = warned_no_saving || no_saving;
+      advice.notes.push_back(std::move(note));
     }
+    for (Candidate& c : t.candidates) {
+      if (c.batch > 0) {
+        advice.ranked.push_back(std::move(c));
+      } else {
+        advice.failing.push_back(std::move(c));
+      }
+    }
+    advice.plans += t.plans;
+    advice.replays += t.replays;
   }
   std::stable_sort(advice.ranked.begin(), advice.ranked.end(), Ranks);
   for (const Candidate& c : advice.ranked) {
@@ -723,7 +1256,6 @@ Result<Advice> AdviseOneStrategy(const Graph& g, const AdviseRequest& r) {
         "before relying on the batch");
     break;
   }
-  advice.plans = s.plans();
   return advice;
 }
 

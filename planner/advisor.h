@@ -5,10 +5,10 @@
 // checkpoint placement, ranked by an estimated training throughput.
 //
 // Every number it reports comes from a real MakePlan at that batch (shapes
-// inferred for it); nothing is extrapolated. The batch search assumes only
-// that "fits" is monotone in the batch: it doubles from a start until a batch
-// fails, then bisects between the last batch that fit and the first that did
-// not.
+// inferred for it). Which batches fit is searched per candidate (a precision
+// and a checkpoint placement), by default from a few plans and the allocator
+// replayed over their events at the other batches (BatchSearchKind::kReplay,
+// planner/batch_model.h); the answer is always a batch that was planned.
 
 #include <cstdint>
 #include <functional>
@@ -124,6 +124,36 @@ struct AdviseProgress {
   int64_t batch = 0;
 };
 
+/// How each candidate's batches are searched.
+enum class BatchSearchKind {
+  /// Two or three plans and the allocator replayed over their events at the
+  /// batches between and around them (BatchModel): LargestBatchPredicted's
+  /// and ScanPastDips' probes are replays, every answer is a plan whose
+  /// events the model predicts (else the model is fitted again there, and
+  /// after kReplayRounds the search goes on with plans alone, as kFull).
+  kReplay,
+  /// A plan at every batch probed: LargestBatch.
+  kFull,
+  /// A plan at every batch probed: LargestBatchPredicted.
+  kPredicted,
+};
+/// The names, as the CLI's --search takes them.
+[[nodiscard]] const char* BatchSearchName(BatchSearchKind k);
+/// How many times the replay search fits a model before it plans alone.
+constexpr int kReplayRounds = 4;
+/// The replay search's ScanPastDips below kDipScanBelow: batches in a row
+/// past an answer it judges before it stops looking for a dip (twice the
+/// planned search's: a replay costs a fraction of a plan). Planned reserved
+/// curves have dips 9 batches past an answer (lstm_lm_b fp32: 2487 MiB at
+/// 62, 2194 at 63, for a budget of 2229 that PyTorch took at 64).
+constexpr int kReplayDipMisses = 16;
+/// Batches past an answer at any size the replay search also judges,
+/// answer/16 x 1, 2, 4 further up: wider dips (lstm_lm_b amp_bf16's plans
+/// fit a 2082 MiB budget at 64 and at 72-78, not at 65-70; PyTorch took
+/// 2244 MiB at 70 and 2070 at 78, bench/results/families_check_h200.jsonl
+/// and advise_fit/top_h200.jsonl).
+constexpr int kReplayLeaps = 3;
+
 /// What to search.
 struct AdviseRequest {
   PlanOptions base;        ///< Optimizer, attention, loss, allocator.
@@ -136,11 +166,10 @@ struct AdviseRequest {
   double margin = 0.05;                          ///< Share of the budget kept free.
   int64_t context_bytes = kDefaultContextBytes;  ///< Outside PyTorch (context).
   int64_t max_batch = 65536;
-  /// The batch search: LargestBatch (false), or LargestBatchPredicted,
-  /// fewer plans but, where the need is not monotone in the batch (most
-  /// models at scale), often another batch that fits with the next ones
-  /// failing, as often larger as smaller.
-  bool predicted_search = false;
+  /// The batch search. Where the need is not monotone in the batch (most
+  /// models at scale) each kind can end at another batch that fits with the
+  /// next ones failing, as often larger as smaller.
+  BatchSearchKind search = BatchSearchKind::kReplay;
   int64_t global_batch = 0;  ///< > 0: gradient accumulation to reach it (over all ranks).
   /// Several GPUs: the data-parallel strategies to try (each at world_size
   /// ranks, `single` at one), batches per rank; empty = base.dist alone.
@@ -148,8 +177,13 @@ struct AdviseRequest {
   int64_t world_size = 1;
   DevicePreset device;  ///< For the speed estimate.
   SpeedModel speed;
-  /// Called after each plan the search makes, when set (progress reports).
+  /// Called after each plan the search makes, when set (progress reports);
+  /// from the worker threads, one call at a time.
   std::function<void(const AdviseProgress&)> on_plan;
+  /// Candidates searched at once, each in a thread of its own with its own
+  /// copy of the graph (0: one per core). The advice is the same for any
+  /// count: a candidate's search reads only the answers it starts from.
+  int threads = 0;
 };
 
 /// One precision x placement at its largest fitting batch.
@@ -168,6 +202,7 @@ struct Candidate {
   int64_t grad_accumulation_steps = 1;
   int64_t micro_batch = 0;  ///< Per step with accumulation (<= batch).
   int probes = 0;           ///< MakePlan runs spent on it.
+  int replays = 0;          ///< Batches it judged by a model's replay alone.
   std::string note;
 };
 
@@ -178,7 +213,8 @@ struct Advice {
   std::vector<Candidate> ranked;   ///< Fitting ones, best first.
   std::vector<Candidate> failing;  ///< Not even batch 1 fits.
   std::vector<std::string> notes;
-  int plans = 0;  ///< MakePlan runs in all.
+  int plans = 0;    ///< MakePlan runs in all.
+  int replays = 0;  ///< Batches judged by a model's replay alone, in all.
 };
 
 /// How far an unmeasured rule's bytes may be off, as a share of them: the

@@ -338,9 +338,9 @@ TEST(Advisor, PredictedAndDoublingSearchesAdviseTheSame) {
   for (int64_t budget : {int64_t{64} << 20, int64_t{256} << 20, int64_t{3} << 30}) {
     AdviseRequest r = Request(budget, 0.05);
     r.precisions = {Precision::kAmpBf16, Precision::kFp32};
-    r.predicted_search = true;
+    r.search = BatchSearchKind::kPredicted;
     auto predicted = Advise(g, r);
-    r.predicted_search = false;
+    r.search = BatchSearchKind::kFull;
     auto doubling = Advise(g, r);
     ASSERT_TRUE(predicted.ok() && doubling.ok());
     ASSERT_EQ(predicted->ranked.size(), doubling->ranked.size());
@@ -353,6 +353,52 @@ TEST(Advisor, PredictedAndDoublingSearchesAdviseTheSame) {
     doubling_plans += doubling->plans;
   }
   EXPECT_LT(predicted_plans, doubling_plans);
+}
+
+// On a need affine in the batch (an MLP's events grow linearly), the replay
+// search's model is exact: the same answers as planning every batch, from
+// fewer plans, the rest replays.
+TEST(Advisor, ReplaySearchAdvisesAsTheFullOneOnAnAffineNeed) {
+  const Graph g = TwoLayerMlp();
+  int replay_plans = 0, full_plans = 0;
+  for (int64_t budget : {int64_t{64} << 20, int64_t{256} << 20, int64_t{3} << 30}) {
+    AdviseRequest r = Request(budget, 0.05);
+    r.precisions = {Precision::kAmpBf16, Precision::kFp32};
+    r.search = BatchSearchKind::kReplay;
+    auto replay = Advise(g, r);
+    r.search = BatchSearchKind::kFull;
+    auto full = Advise(g, r);
+    ASSERT_TRUE(replay.ok() && full.ok());
+    ASSERT_EQ(replay->ranked.size(), full->ranked.size());
+    for (size_t i = 0; i < replay->ranked.size(); ++i) {
+      EXPECT_EQ(replay->ranked[i].batch, full->ranked[i].batch) << budget;
+      EXPECT_EQ(replay->ranked[i].device_bytes, full->ranked[i].device_bytes);
+    }
+    EXPECT_LE(replay->plans, full->plans) << budget;
+    EXPECT_GT(replay->replays, 0) << budget;
+    EXPECT_EQ(full->replays, 0);
+    replay_plans += replay->plans;
+    full_plans += full->plans;
+  }
+  EXPECT_LT(2 * replay_plans, full_plans);
+}
+
+// Two worker threads give the advice one does.
+TEST(Advisor, ThreadsDoNotChangeTheAdvice) {
+  AdviseRequest r = Request(256LL << 20, 0.05);
+  r.precisions = {Precision::kAmpBf16, Precision::kAmpFp16, Precision::kFp32};
+  r.threads = 1;
+  auto one = Advise(TwoLayerMlp(), r);
+  r.threads = 2;
+  auto two = Advise(TwoLayerMlp(), r);
+  ASSERT_TRUE(one.ok() && two.ok());
+  ASSERT_EQ(one->ranked.size(), two->ranked.size());
+  for (size_t i = 0; i < one->ranked.size(); ++i) {
+    EXPECT_EQ(one->ranked[i].precision, two->ranked[i].precision);
+    EXPECT_EQ(one->ranked[i].batch, two->ranked[i].batch);
+    EXPECT_EQ(one->ranked[i].device_bytes, two->ranked[i].device_bytes);
+  }
+  EXPECT_EQ(one->notes, two->notes);
 }
 
 TEST(Advisor, DevicesWithoutBf16SkipIt) {
