@@ -727,9 +727,16 @@ class ReplaySearch {
     auto it = judged_.find(b);
     if (it != judged_.end()) return it->second;
     Judged j;
+    const int64_t context = s_.request().context_bytes;
+    // Past the budget before any replay: the events' rounded sizes alone,
+    // which the allocated (and reserved) bytes never go below.
+    const int64_t live = model_->LivePeak(b);
+    if (live < 0 || live + context > usable_) {
+      j.need = j.allocated_need = live < 0 ? INT64_MAX : live + context;
+      return judged_.emplace(b, j).first->second;
+    }
     // A replay sure to reserve more than the budget stops there (lower
     // bounds, as a plan over its limit gives them).
-    const int64_t context = s_.request().context_bytes;
     auto f = model_->At(b, options_, std::max<int64_t>(0, usable_ - context));
     ++replays_;
     if (!f.ok()) {
@@ -737,7 +744,7 @@ class ReplaySearch {
       j.need = j.allocated_need = INT64_MAX;
     } else if (f->over_limit) {
       j.need = f->reserved + context;
-      j.allocated_need = f->allocated + context;
+      j.allocated_need = std::max(f->allocated, live) + context;
     } else {
       const int64_t uncertain = static_cast<int64_t>(
           std::ceil(static_cast<double>(f->unbacked) * kUnmeasuredErrorFactor));

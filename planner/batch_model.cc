@@ -119,6 +119,7 @@ Result<BatchModel> BatchModel::Fit(int64_t b1, const std::vector<StepStream>& s1
   BatchModel m;
   m.b1_ = b1;
   m.b2_ = b2;
+  const int64_t db = b2 - b1;
   for (size_t v = 0; v < s1.size(); ++v) {
     const StepStream& a = s1[v];
     const StepStream& b = s2[v];
@@ -135,41 +136,84 @@ Result<BatchModel> BatchModel::Fit(int64_t b1, const std::vector<StepStream>& s1
       }
       if (x.is_alloc && !x.empty_cache) grown[e] = y.bytes - x.bytes;  // both under 2^50
     }
+    std::vector<int64_t> slope(grown.size(), 0);
+    for (size_t e = 0; e < grown.size(); ++e)
+      slope[e] = grown[e] % db == 0 ? grown[e] / db : kNoSlope;
     m.streams_.push_back(a);
     m.grown_.push_back(std::move(grown));
+    m.slope_.push_back(std::move(slope));
   }
   return m;
 }
 
+int64_t BatchModel::SizeOf(size_t v, size_t e, int64_t batch) const {
+  const int64_t bytes = streams_[v].events[e].bytes;
+  const int64_t grown = grown_[v][e];
+  if (grown == 0) return bytes;
+  __int128 sized = 0;
+  const int64_t slope = slope_[v][e];
+  if (slope != kNoSlope) {
+    sized = bytes + static_cast<__int128>(slope) * (static_cast<__int128>(batch) - b1_);
+  } else {
+    // On the line through the two sizes, rounded down.
+    const __int128 step = static_cast<__int128>(grown) * (static_cast<__int128>(batch) - b1_);
+    const __int128 den = static_cast<__int128>(b2_) - b1_;
+    __int128 q = step / den;
+    if ((step % den != 0) && ((step < 0) != (den < 0))) --q;
+    sized = bytes + q;
+  }
+  if (sized < 0 || sized > kMaxTensorBytes) return -1;
+  return static_cast<int64_t>(sized);
+}
+
 bool BatchModel::SizeFor(int64_t batch, std::vector<StepStream>* out) const {
   if (batch < 1) return false;
-  *out = streams_;
-  // On the line through the two sizes (floor; exact where the size is affine).
-  const __int128 num = static_cast<__int128>(batch) - b1_;
-  const __int128 den = static_cast<__int128>(b2_) - b1_;
+  if (out->size() != streams_.size()) *out = streams_;
   for (size_t v = 0; v < out->size(); ++v) {
     std::vector<MemEvent>& events = (*out)[v].events;
-    const std::vector<int64_t>& grown = grown_[v];
     for (size_t e = 0; e < events.size(); ++e) {
-      if (grown[e] == 0) continue;
-      __int128 step = static_cast<__int128>(grown[e]) * num;
-      __int128 q = step / den;
-      if ((step % den != 0) && ((step < 0) != (den < 0))) --q;
-      const __int128 bytes = events[e].bytes + q;
-      if (bytes < 0 || bytes > kMaxTensorBytes) return false;
-      events[e].bytes = static_cast<int64_t>(bytes);
+      if (grown_[v][e] == 0) continue;
+      const int64_t bytes = SizeOf(v, e, batch);
+      if (bytes < 0) return false;
+      events[e].bytes = bytes;
     }
   }
   return true;
 }
 
+int64_t BatchModel::LivePeak(int64_t batch) const {
+  if (batch < 1) return -1;
+  int64_t most = 0;
+  for (size_t v = 0; v < streams_.size(); ++v) {
+    const std::vector<MemEvent>& events = streams_[v].events;
+    std::vector<int64_t> held(streams_[v].storage_unbacked.size(), 0);
+    int64_t live = 0;
+    for (size_t e = 0; e < events.size(); ++e) {
+      const MemEvent& ev = events[e];
+      if (ev.empty_cache) continue;
+      const size_t id = static_cast<size_t>(ev.id - 1);
+      if (id >= held.size()) continue;
+      if (ev.is_alloc) {
+        const int64_t bytes = SizeOf(v, e, batch);
+        if (bytes < 0) return -1;
+        held[id] = RoundAllocation(bytes);
+        live += held[id];
+        most = std::max(most, live);
+      } else {
+        live -= held[id];
+        held[id] = 0;
+      }
+    }
+  }
+  return most;
+}
+
 Result<StepFigures> BatchModel::At(int64_t batch, const PlanOptions& options,
                                    int64_t reserved_limit) const {
-  std::vector<StepStream> sized;
-  if (!SizeFor(batch, &sized)) {
+  if (!SizeFor(batch, &sized_)) {
     return Status::Error("batch " + std::to_string(batch) + " is outside the model's sizes");
   }
-  return FiguresOf(sized, options, reserved_limit);
+  return FiguresOf(sized_, options, reserved_limit);
 }
 
 bool BatchModel::SameEvents(int64_t batch, const std::vector<StepStream>& streams) const {
@@ -206,6 +250,7 @@ bool BatchModel::Predicts(int64_t batch, const std::vector<StepStream>& streams)
 Result<BatchModel> BatchModel::For(int64_t batch, const std::vector<StepStream>& streams) const {
   if (!SameEvents(batch, streams)) return Status::Error("the steps differ in their events");
   BatchModel m = *this;
+  m.sized_.clear();  // sized with this model's flags
   for (size_t v = 0; v < streams.size(); ++v) {
     m.streams_[v].storage_unbacked = streams[v].storage_unbacked;
   }

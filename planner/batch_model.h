@@ -70,6 +70,12 @@ class BatchModel {
   [[nodiscard]] Result<StepFigures> At(int64_t batch, const PlanOptions& options,
                                        int64_t reserved_limit = -1) const;
 
+  /// A lower bound of StepFigures::allocated at `batch`, without the
+  /// replay: the most bytes its events hold at once, each rounded as the
+  /// allocator rounds a request (a block is never smaller); -1 where a size
+  /// would be out of range.
+  [[nodiscard]] int64_t LivePeak(int64_t batch) const;
+
   /// Whether `streams` (a plan's at `batch`) are the events the model gives
   /// at that batch, as the allocator sees them: the same events with the
   /// same sizes rounded to its 512 B (RoundAllocation; the replay reads
@@ -88,17 +94,26 @@ class BatchModel {
   [[nodiscard]] int64_t second_batch() const { return b2_; }
 
  private:
-  /// Sizes the streams' events for `batch`; false where one is out of range.
+  /// Sizes the streams' events for `batch` into `out` (a copy of streams_
+  /// already, or empty); false where one is out of range.
   bool SizeFor(int64_t batch, std::vector<StepStream>* out) const;
+  /// Event `e` of variant `v` sized for `batch` (-1: out of range).
+  int64_t SizeOf(size_t v, size_t e, int64_t batch) const;
   /// Whether `streams` make the events sized for `batch` (flags aside).
   bool SameEvents(int64_t batch, const std::vector<StepStream>& streams) const;
 
   int64_t b1_ = 0;
   int64_t b2_ = 0;
   /// The first plan's streams (sizes at b1_) and, per event, how much its
-  /// size grows from b1_ to b2_ (0 for frees).
+  /// size grows from b1_ to b2_ (0 for frees), and per sample where that is
+  /// a whole number of bytes (kNoSlope where not).
   std::vector<StepStream> streams_;
   std::vector<std::vector<int64_t>> grown_;
+  std::vector<std::vector<int64_t>> slope_;
+  static constexpr int64_t kNoSlope = INT64_MIN;
+  /// The streams last sized (At), their sizes rewritten for each batch: a
+  /// model is searched by one thread at a time.
+  mutable std::vector<StepStream> sized_;
 };
 
 }  // namespace memplan

@@ -158,6 +158,31 @@ TEST(BatchModel, PredictsNotWhereASizeIsNotAffine) {
   EXPECT_TRUE(capped->Predicts(20, p20.streams));
 }
 
+// A model goes over to a candidate that makes the same events under other
+// evidence (llama_gqa_train: amp_fp16's attention has no measurement behind
+// it, amp_bf16's has), with that candidate's unmeasured bytes, and only to
+// one whose events are the same.
+TEST(BatchModel, GoesOverToACandidateWithTheSameEvents) {
+  CandidatePlanner planner(Model("llama_gqa_train"), Train());
+  const Plan a = PlanAt(&planner, 3, Precision::kAmpBf16, PlanDetail::kStreams);
+  const Plan b = PlanAt(&planner, 4, Precision::kAmpBf16, PlanDetail::kStreams);
+  const Plan half = PlanAt(&planner, 6, Precision::kAmpFp16, PlanDetail::kStreams);
+  const Plan fp32 = PlanAt(&planner, 6, Precision::kFp32, PlanDetail::kStreams);
+  auto model = BatchModel::Fit(3, a.streams, 4, b.streams);
+  ASSERT_TRUE(model.ok()) << model.message();
+  auto own = model->At(6, a.options);  // sizes the streams for batch 6 once
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(own->unbacked, 0);
+  auto taken = model->For(6, half.streams);
+  ASSERT_TRUE(taken.ok()) << taken.message();
+  EXPECT_TRUE(taken->Predicts(6, half.streams));
+  auto at = taken->At(6, half.options);
+  ASSERT_TRUE(at.ok()) << at.message();
+  EXPECT_GT(half.coverage.unbacked_bytes, 0);
+  ExpectSame(at.value(), FiguresOfPlan(half), "amp_fp16 at 6 from amp_bf16's model");
+  EXPECT_FALSE(model->For(6, fp32.streams).ok());
+}
+
 // A plan without streams (kPeaks) fits no model.
 TEST(BatchModel, NeedsStreams) {
   CandidatePlanner planner(Model("gpt2_train"), Train());
