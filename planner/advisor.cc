@@ -543,7 +543,8 @@ class ReplaySearch {
     options_.precision = p;
   }
 
-  /// Batches judged by the model alone so far.
+  /// Batches judged by the model alone so far (replayed, or past the
+  /// budget on their events' sizes).
   int replays() const { return replays_; }
   /// The model the search ended with (none where it planned alone).
   const std::optional<BatchModel>& model() const { return model_; }
@@ -601,6 +602,7 @@ class ReplaySearch {
     if (model) {
       model_ = std::move(model);
       judged_.clear();
+      scratch_.clear();
     }
     int64_t answer = start;
     for (int round = 0; round < kReplayRounds; ++round) {
@@ -636,24 +638,32 @@ class ReplaySearch {
         out.batch = answer;
         return out;
       }
-      auto refit = RefitAround(answer);
+      // A model around the answer where it fits (the batches past it are
+      // judged there); between the planned batches around the budget where
+      // the model said it fits and it does not.
+      auto refit = at.Fits(usable_) ? RefitAround(answer) : Bracket();
       if (!refit.ok()) return refit.status();
       if (!refit.value()) break;
     }
     return PlansAlone(std::max<int64_t>(1, answer));
   }
 
-  // The search with plans at every batch (BatchSearchKind::kFull) from `start`.
+  // Where no model holds: the same search with a plan at every batch (the
+  // planned search's dip scan), from the largest planned batch that fits.
   Result<BatchSearch> PlansAlone(int64_t start) {
-    auto found = LargestBatch(s_.Fits(p_, ckpt_, usable_), cap_, start);
-    if (!found.ok() || found->batch >= kDipScanBelow) return found;
-    return ScanPastDips(s_.Fits(p_, ckpt_, usable_), s_.Beyond(p_, ckpt_, usable_), found->batch,
-                        cap_);
+    BatchSearch out;
+    const int64_t best = BestFitting();
+    auto found = SearchFrom(s_.Measure(p_, ckpt_, usable_), s_.Beyond(p_, ckpt_, usable_),
+                            kDipScanMisses, best > 0 ? best : start);
+    if (!found.ok()) return found.status();
+    out.batch = found.value();
+    return out;
   }
 
   void Refit(int64_t b1, int64_t b2) {
     model_.reset();
     judged_.clear();
+    scratch_.clear();
     const Probe* x = s_.Cached(b1, p_, ckpt_);
     const Probe* y = s_.Cached(b2, p_, ckpt_);
     if (x == nullptr || y == nullptr || x->streams.empty() || y->streams.empty()) return;
@@ -672,6 +682,30 @@ class ReplaySearch {
     }
     Refit(b, next);
     return model_.has_value();
+  }
+
+  // The model said a batch fits that does not: a decision of the step parts
+  // between the batches it was fitted at and that one. Between the largest
+  // planned batch that fits and the smallest planned one above it that does
+  // not, the middle is planned until the two around the budget make the
+  // same events but for sizes (or are adjacent); the model is fitted there.
+  Result<bool> Bracket() {
+    for (;;) {
+      const int64_t lo = BestFitting();
+      if (lo == 0) return RefitNearBoundary();
+      int64_t hi = 0;
+      for (int64_t b : planned_) {
+        const Probe* probe = s_.Cached(b, p_, ckpt_);
+        if (b > lo && probe != nullptr && !probe->Fits(usable_) && (hi == 0 || b < hi)) hi = b;
+      }
+      if (hi == 0 || hi - lo <= 1) return RefitAround(lo);
+      // Between two batches whose unmeasured rules differ, the model takes
+      // both's as unmeasured: bisected further instead.
+      Refit(lo, hi);
+      if (model_ && model_->SameFlags()) return true;
+      auto mid = PlanAt(lo + (hi - lo) / 2);
+      if (!mid.ok()) return mid.status();
+    }
   }
 
   // Where the two first batches differ in more than sizes: a model around
@@ -730,6 +764,7 @@ class ReplaySearch {
     const int64_t context = s_.request().context_bytes;
     // Past the budget before any replay: the events' rounded sizes alone,
     // which the allocated (and reserved) bytes never go below.
+    ++replays_;
     const int64_t live = model_->LivePeak(b);
     if (live < 0 || live + context > usable_) {
       j.need = j.allocated_need = live < 0 ? INT64_MAX : live + context;
@@ -737,8 +772,7 @@ class ReplaySearch {
     }
     // A replay sure to reserve more than the budget stops there (lower
     // bounds, as a plan over its limit gives them).
-    auto f = model_->At(b, options_, std::max<int64_t>(0, usable_ - context));
-    ++replays_;
+    auto f = model_->At(b, options_, std::max<int64_t>(0, usable_ - context), &scratch_);
     if (!f.ok()) {
       // Sizes past what a plan can have: nothing this large fits.
       j.need = j.allocated_need = INT64_MAX;
@@ -755,21 +789,23 @@ class ReplaySearch {
     return judged_.emplace(b, j).first->second;
   }
 
-  Result<int64_t> SearchModel(int64_t start) {
-    MeasureFn measure = [this](int64_t b) { return Measure(b); };
+  // LargestBatchPredicted from `start`, then past its answer the dip scan
+  // (below kDipScanBelow, `misses` in a row) and the leaps, each batch
+  // judged by `measure` (the model where nothing was planned, else plans).
+  Result<int64_t> SearchFrom(const MeasureFn& measure, const BeyondFn& beyond, int misses,
+                             int64_t start) {
     auto found = LargestBatchPredicted(measure, static_cast<double>(usable_), cap_,
                                        std::max<int64_t>(1, start));
     if (!found.ok()) return found.status();
-    FitFn fits = [this](int64_t b) -> Result<bool> {
-      auto m = Measure(b);
+    FitFn fits = [&measure](int64_t b) -> Result<bool> {
+      auto m = measure(b);
       if (!m.ok()) return m.status();
       return m->fits;
     };
-    BeyondFn beyond = [this](int64_t b) { return Beyond(b); };
     int64_t answer = found->batch;
     for (;;) {
       if (answer < kDipScanBelow) {
-        auto past = ScanPastDips(fits, beyond, answer, cap_, kReplayDipMisses);
+        auto past = ScanPastDips(fits, beyond, answer, cap_, misses);
         if (!past.ok()) return past.status();
         answer = past->batch;
       }
@@ -780,7 +816,7 @@ class ReplaySearch {
       for (int k = 0; k < kReplayLeaps && leap_to == 0; ++k) {
         const int64_t b = answer + (step << k);
         if (b > cap_ || b <= answer + 3) continue;
-        auto over = Beyond(b);
+        auto over = beyond(b);
         if (!over.ok()) return over.status();
         if (over.value()) break;
         auto f = fits(b);
@@ -794,6 +830,11 @@ class ReplaySearch {
     }
   }
 
+  Result<int64_t> SearchModel(int64_t start) {
+    return SearchFrom([this](int64_t b) { return Measure(b); },
+                      [this](int64_t b) { return Beyond(b); }, kReplayDipMisses, start);
+  }
+
   Searcher& s_;
   Precision p_;
   std::vector<std::string> ckpt_;
@@ -802,6 +843,7 @@ class ReplaySearch {
   const BatchModel* inherited_;
   PlanOptions options_;
   std::optional<BatchModel> model_;
+  std::vector<StepStream> scratch_;   // model_'s events, sized for the last batch judged
   std::map<int64_t, Judged> judged_;  // the model's, by batch
   std::set<int64_t> planned_;         // batches planned with streams
   int64_t overflow_from_ = INT64_MAX;
@@ -962,12 +1004,31 @@ Status FinishCandidate(Searcher& s, const AdviseShared& sh, Candidate* c, Placem
 // without checkpointing and that one (no gradient accumulation then); false
 // when none is found.
 Result<bool> OptimalPlacement(Searcher& s, const AdviseShared& sh, Precision p, int64_t b_none,
-                              int64_t b_all, Candidate* c, PlacementTask* t) {
+                              int64_t b_all, const BatchModel* none_model, Candidate* c,
+                              PlacementTask* t) {
   const AdviseRequest& r = sh.r;
   if (b_all <= b_none || b_all == 0) return false;
   const int64_t b = r.global_batch > b_none && r.global_batch < b_all ? r.global_batch : b_all;
-  auto none = s.At(b, p, {});
-  if (!none.ok()) return none.status();
+  // What the step without checkpointing needs at b, which only steers the
+  // choice (each choice is planned): the replay search's model there, else
+  // a plan.
+  int64_t none_device = -1, none_need = -1;
+  if (none_model != nullptr) {
+    PlanOptions o = Searcher::ProbeOptions(r);
+    o.precision = p;
+    auto f = none_model->At(b, o);
+    if (f.ok()) {
+      none_device = f->reserved + r.context_bytes;
+      none_need = none_device + static_cast<int64_t>(std::ceil(static_cast<double>(f->unbacked) *
+                                                               kUnmeasuredErrorFactor));
+    }
+  }
+  if (none_device < 0) {
+    auto none = s.At(b, p, {});
+    if (!none.ok()) return none.status();
+    none_device = none.value()->device;
+    none_need = none.value()->Need();
+  }
   auto every = s.At(b, p, FixedPlacement(sh.blocks, CheckpointStrategy::kAll));
   if (!every.ok()) return every.status();
   auto bound = s.Bound(b);
@@ -975,7 +1036,7 @@ Result<bool> OptimalPlacement(Searcher& s, const AdviseShared& sh, Precision p, 
   const std::vector<BlockCost> costs = EstimateBlockCosts(*bound.value(), sh.blocks);
   int64_t total = 0;
   for (const BlockCost& bc : costs) total += bc.bytes;
-  const double saving = static_cast<double>(none.value()->device - every.value()->device);
+  const double saving = static_cast<double>(none_device - every.value()->device);
   if (saving <= 0 || total <= 0) {
     t->notes.emplace_back(true, "checkpointing every block saves nothing in the plan at batch " +
                                     std::to_string(b) + ": optimal placement skipped");
@@ -984,7 +1045,7 @@ Result<bool> OptimalPlacement(Searcher& s, const AdviseShared& sh, Precision p, 
   // Linear model: each block's share of the calibrated saving is
   // proportional to its activation bytes.
   const double alpha = saving / static_cast<double>(total);
-  double need = (none.value()->Need() - sh.usable) / alpha;
+  double need = (none_need - sh.usable) / alpha;
   for (int attempt = 0; attempt < 5; ++attempt) {
     std::vector<int> chosen;
     if (!CheapestCover(costs, static_cast<int64_t>(std::ceil(need)), &chosen)) break;
@@ -1074,7 +1135,7 @@ Status RunTask(Searcher& s, const AdviseShared& sh, std::vector<PlacementTask>& 
     Candidate o;
     o.precision = t.p;
     o.strategy = CheckpointStrategy::kOptimal;
-    auto found = OptimalPlacement(s, sh, t.p, b_none, t.answer, &o, &t);
+    auto found = OptimalPlacement(s, sh, t.p, b_none, t.answer, tasks[t.none].model.get(), &o, &t);
     if (!found.ok()) return found.status();
     const std::vector<std::string> none_list;
     const std::vector<std::string> sqrt_list = FixedPlacement(sh.blocks, CheckpointStrategy::kSqrt);

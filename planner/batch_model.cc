@@ -124,7 +124,7 @@ Result<BatchModel> BatchModel::Fit(int64_t b1, const std::vector<StepStream>& s1
     const StepStream& a = s1[v];
     const StepStream& b = s2[v];
     if (a.events.size() != b.events.size() || a.iterations != b.iterations ||
-        a.storage_unbacked != b.storage_unbacked) {
+        a.storage_unbacked.size() != b.storage_unbacked.size()) {
       return Status::Error("the steps differ in their events");
     }
     std::vector<int64_t> grown(a.events.size(), 0);
@@ -140,6 +140,12 @@ Result<BatchModel> BatchModel::Fit(int64_t b1, const std::vector<StepStream>& s1
     for (size_t e = 0; e < grown.size(); ++e)
       slope[e] = grown[e] % db == 0 ? grown[e] / db : kNoSlope;
     m.streams_.push_back(a);
+    // A rule can be measured at one batch and not at the other (a kernel
+    // heuristic's shape class): each batch's own flags at and past it,
+    // unmeasured where either says so between them.
+    const bool first_low = b1 < b2;
+    m.low_flags_.push_back(first_low ? a.storage_unbacked : b.storage_unbacked);
+    m.high_flags_.push_back(first_low ? b.storage_unbacked : a.storage_unbacked);
     m.grown_.push_back(std::move(grown));
     m.slope_.push_back(std::move(slope));
   }
@@ -168,8 +174,15 @@ int64_t BatchModel::SizeOf(size_t v, size_t e, int64_t batch) const {
 
 bool BatchModel::SizeFor(int64_t batch, std::vector<StepStream>* out) const {
   if (batch < 1) return false;
-  if (out->size() != streams_.size()) *out = streams_;
+  // Another model's streams (or another candidate's flags): copied afresh.
+  bool same = out->size() == streams_.size();
+  for (size_t v = 0; same && v < out->size(); ++v) {
+    same = (*out)[v].events.size() == streams_[v].events.size() &&
+           (*out)[v].iterations == streams_[v].iterations;
+  }
+  if (!same) *out = streams_;
   for (size_t v = 0; v < out->size(); ++v) {
+    (*out)[v].storage_unbacked = FlagsAt(v, batch);
     std::vector<MemEvent>& events = (*out)[v].events;
     for (size_t e = 0; e < events.size(); ++e) {
       if (grown_[v][e] == 0) continue;
@@ -209,11 +222,13 @@ int64_t BatchModel::LivePeak(int64_t batch) const {
 }
 
 Result<StepFigures> BatchModel::At(int64_t batch, const PlanOptions& options,
-                                   int64_t reserved_limit) const {
-  if (!SizeFor(batch, &sized_)) {
+                                   int64_t reserved_limit, std::vector<StepStream>* scratch) const {
+  std::vector<StepStream> local;
+  std::vector<StepStream>& sized = scratch != nullptr ? *scratch : local;
+  if (!SizeFor(batch, &sized)) {
     return Status::Error("batch " + std::to_string(batch) + " is outside the model's sizes");
   }
-  return FiguresOf(sized_, options, reserved_limit);
+  return FiguresOf(sized, options, reserved_limit);
 }
 
 bool BatchModel::SameEvents(int64_t batch, const std::vector<StepStream>& streams) const {
@@ -239,10 +254,23 @@ bool BatchModel::SameEvents(int64_t batch, const std::vector<StepStream>& stream
   return true;
 }
 
+std::vector<bool> BatchModel::FlagsAt(size_t v, int64_t batch) const {
+  const int64_t lo = std::min(b1_, b2_), hi = std::max(b1_, b2_);
+  if (batch <= lo) return low_flags_[v];
+  if (batch >= hi) return high_flags_[v];
+  std::vector<bool> either = low_flags_[v];
+  for (size_t k = 0; k < either.size(); ++k) either[k] = either[k] || high_flags_[v][k];
+  return either;
+}
+
 bool BatchModel::Predicts(int64_t batch, const std::vector<StepStream>& streams) const {
   if (!SameEvents(batch, streams)) return false;
   for (size_t v = 0; v < streams.size(); ++v) {
-    if (streams[v].storage_unbacked != streams_[v].storage_unbacked) return false;
+    const std::vector<bool> model = FlagsAt(v, batch);
+    const std::vector<bool>& plan = streams[v].storage_unbacked;
+    for (size_t k = 0; k < plan.size(); ++k) {
+      if (plan[k] && !model[k]) return false;
+    }
   }
   return true;
 }
@@ -250,9 +278,10 @@ bool BatchModel::Predicts(int64_t batch, const std::vector<StepStream>& streams)
 Result<BatchModel> BatchModel::For(int64_t batch, const std::vector<StepStream>& streams) const {
   if (!SameEvents(batch, streams)) return Status::Error("the steps differ in their events");
   BatchModel m = *this;
-  m.sized_.clear();  // sized with this model's flags
   for (size_t v = 0; v < streams.size(); ++v) {
     m.streams_[v].storage_unbacked = streams[v].storage_unbacked;
+    m.low_flags_[v] = streams[v].storage_unbacked;
+    m.high_flags_[v] = streams[v].storage_unbacked;
   }
   return m;
 }

@@ -61,14 +61,18 @@ class BatchModel {
  public:
   /// Fitted to the streams (Plan::streams) of one candidate's plans at
   /// batches `b1` and `b2` (b1 != b2, both >= 1); an error says what differs.
+  /// Which storages unmeasured rules allocate is each batch's own at and
+  /// past it, and unmeasured where either says so between them.
   [[nodiscard]] static Result<BatchModel> Fit(int64_t b1, const std::vector<StepStream>& s1,
                                               int64_t b2, const std::vector<StepStream>& s2);
 
   /// The figures at `batch` >= 1 (FiguresOf, `reserved_limit` as there);
   /// an error where a size would be negative or past the allocator's limits
-  /// (no plan has that step).
+  /// (no plan has that step). `scratch` (may be null) holds the sized events
+  /// between calls, which then only rewrite the sizes: one per thread.
   [[nodiscard]] Result<StepFigures> At(int64_t batch, const PlanOptions& options,
-                                       int64_t reserved_limit = -1) const;
+                                       int64_t reserved_limit = -1,
+                                       std::vector<StepStream>* scratch = nullptr) const;
 
   /// A lower bound of StepFigures::allocated at `batch`, without the
   /// replay: the most bytes its events hold at once, each rounded as the
@@ -79,7 +83,9 @@ class BatchModel {
   /// Whether `streams` (a plan's at `batch`) are the events the model gives
   /// at that batch, as the allocator sees them: the same events with the
   /// same sizes rounded to its 512 B (RoundAllocation; the replay reads
-  /// nothing finer), so that they replay to the same figures.
+  /// nothing finer), so that they replay to the same figures, and no
+  /// storage unmeasured there that the model takes as measured (its
+  /// allowance for unmeasured rules is never smaller than the plan's).
   [[nodiscard]] bool Predicts(int64_t batch, const std::vector<StepStream>& streams) const;
 
   /// This model for another candidate whose plan at `batch` makes the
@@ -89,16 +95,23 @@ class BatchModel {
   /// other evidence. An error where the events differ.
   [[nodiscard]] Result<BatchModel> For(int64_t batch, const std::vector<StepStream>& streams) const;
 
+  /// Whether the two batches it was fitted at have the same storages
+  /// unmeasured (else those between are taken as unmeasured where either is).
+  [[nodiscard]] bool SameFlags() const { return low_flags_ == high_flags_; }
+
   /// The batches it was fitted at.
   [[nodiscard]] int64_t first_batch() const { return b1_; }
   [[nodiscard]] int64_t second_batch() const { return b2_; }
 
  private:
-  /// Sizes the streams' events for `batch` into `out` (a copy of streams_
-  /// already, or empty); false where one is out of range.
+  /// Sizes the streams' events for `batch` into `out` (this model's streams
+  /// sized before, or anything else: then copied first); false where one is
+  /// out of range.
   bool SizeFor(int64_t batch, std::vector<StepStream>* out) const;
   /// Event `e` of variant `v` sized for `batch` (-1: out of range).
   int64_t SizeOf(size_t v, size_t e, int64_t batch) const;
+  /// The unmeasured storages of variant `v` at `batch`.
+  std::vector<bool> FlagsAt(size_t v, int64_t batch) const;
   /// Whether `streams` make the events sized for `batch` (flags aside).
   bool SameEvents(int64_t batch, const std::vector<StepStream>& streams) const;
 
@@ -110,10 +123,10 @@ class BatchModel {
   std::vector<StepStream> streams_;
   std::vector<std::vector<int64_t>> grown_;
   std::vector<std::vector<int64_t>> slope_;
+  /// Per variant, which storages unmeasured rules allocate at the smaller
+  /// and at the larger batch fitted (FlagsAt).
+  std::vector<std::vector<bool>> low_flags_, high_flags_;
   static constexpr int64_t kNoSlope = INT64_MIN;
-  /// The streams last sized (At), their sizes rewritten for each batch: a
-  /// model is searched by one thread at a time.
-  mutable std::vector<StepStream> sized_;
 };
 
 }  // namespace memplan
