@@ -555,13 +555,12 @@ class ReplaySearch {
     // Batch 1 is viewed where more samples are copied (its plan makes other
     // events): a model starts from 2.
     start = std::min(std::max<int64_t>(start, 2), cap_);
+    // A precision that moves the same bytes takes the model over before
+    // anything is planned; its answer's plan checks it.
+    if (inherited_ != nullptr) return Search(start, inherited_->Under(options_));
     auto first = PlanAt(start);
     if (!first.ok()) return first.status();
     if (first.value()->streams.empty()) return PlansAlone(start);  // nothing to replay
-    if (inherited_ != nullptr) {
-      auto taken = inherited_->For(start, first.value()->streams);
-      if (taken.ok()) return Search(start, std::move(taken.value()));
-    }
     // The second batch: where the need reaches the budget, the need taken
     // as what does not grow with the batch (the weights, their gradients
     // and optimizer state at the peak, the context) plus a part
@@ -611,7 +610,8 @@ class ReplaySearch {
         if (!refit.ok()) return refit.status();
         if (!refit.value()) break;
       }
-      auto found = SearchModel(BestFitting());
+      const int64_t best = BestFitting();
+      auto found = SearchModel(best > 0 ? best : start);
       if (!found.ok()) return found.status();
       answer = found.value();
       if (answer == 0) {
@@ -1064,6 +1064,26 @@ Result<bool> OptimalPlacement(Searcher& s, const AdviseShared& sh, Precision p, 
   return false;
 }
 
+// Whether two precisions hold every tensor in the same dtype sizes (the two
+// AMP kinds, the two whole-model 16-bit casts): one's step makes the other's
+// events, unless a rule parts them (cuDNN runs no bf16 RNN), which the replay
+// search's plans check.
+bool SameBytes(Precision a, Precision b) {
+  auto kind = [](Precision p) {
+    switch (p) {
+      case Precision::kAmpBf16:
+      case Precision::kAmpFp16:
+        return 1;
+      case Precision::kBf16:
+      case Precision::kFp16:
+        return 2;
+      default:
+        return 0;
+    }
+  };
+  return a == b || (kind(a) != 0 && kind(a) == kind(b));
+}
+
 // Runs task `t` on worker searcher `s`; `tasks` holds its finished deps.
 Status RunTask(Searcher& s, const AdviseShared& sh, std::vector<PlacementTask>& tasks,
                PlacementTask& t) {
@@ -1086,7 +1106,9 @@ Status RunTask(Searcher& s, const AdviseShared& sh, std::vector<PlacementTask>& 
                                                   static_cast<double>(tasks[t.prev_none].answer)));
   }
   if (r.search == BatchSearchKind::kReplay) {
-    const BatchModel* inherited = t.prev_same >= 0 ? tasks[t.prev_same].model.get() : nullptr;
+    const BatchModel* inherited = t.prev_same >= 0 && SameBytes(t.p, tasks[t.prev_same].p)
+                                      ? tasks[t.prev_same].model.get()
+                                      : nullptr;
     ReplaySearch search(&s, t.p, c.checkpoint, sh.usable, sh.cap, inherited);
     auto found = search.Run(start);
     if (!found.ok()) return found.status();
@@ -1208,7 +1230,14 @@ Result<Advice> AdviseOneStrategy(const Graph& g, const AdviseRequest& r) {
       auto same = prev_task.find(pl);
       t.prev_same = same == prev_task.end() ? -1 : same->second;
       if (pl == CheckpointStrategy::kNone) {
-        if (prev_none >= 0) t.deps.push_back(prev_none);
+        // The replay search starts a precision that moves other bytes than
+        // the first from scratch, beside the first's search.
+        if (r.search == BatchSearchKind::kReplay && prev_none >= 0 &&
+            !SameBytes(p, tasks[prev_none].p)) {
+          t.prev_none = -1;
+          t.prev_same = -1;
+        }
+        if (t.prev_none >= 0) t.deps.push_back(t.prev_none);
       } else {
         t.none = none;
         t.deps.push_back(none);
@@ -1220,12 +1249,22 @@ Result<Advice> AdviseOneStrategy(const Graph& g, const AdviseRequest& r) {
       this_task[pl] = static_cast<int>(tasks.size());
       tasks.push_back(std::move(t));
     }
-    prev_none = none;
-    prev_task = this_task;
+    // The replay search starts every later precision from the first's
+    // answers (they need not wait for each other); the planned searches
+    // from the previous precision's.
+    if (r.search != BatchSearchKind::kReplay || prev_none < 0) {
+      prev_none = none;
+      prev_task = this_task;
+    }
   }
-  // kNone's start: the last answer of an earlier precision that fits (1).
-  auto hint_of = [&tasks](const PlacementTask& t) {
+  // kNone's start: the answer of the precision it starts from, or (planned
+  // searches) the last answer of an earlier precision that fits; else 1.
+  auto hint_of = [&tasks, &r](const PlacementTask& t) {
     int64_t hint = 1;
+    if (r.search == BatchSearchKind::kReplay) {
+      if (t.prev_none >= 0 && tasks[t.prev_none].answer > 0) hint = tasks[t.prev_none].answer;
+      return hint;
+    }
     for (size_t i = 0; &tasks[i] != &t; ++i) {
       if (tasks[i].pl == CheckpointStrategy::kNone && tasks[i].answer > 0) hint = tasks[i].answer;
     }

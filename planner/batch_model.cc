@@ -144,8 +144,12 @@ Result<BatchModel> BatchModel::Fit(int64_t b1, const std::vector<StepStream>& s1
     // heuristic's shape class): each batch's own flags at and past it,
     // unmeasured where either says so between them.
     const bool first_low = b1 < b2;
-    m.low_flags_.push_back(first_low ? a.storage_unbacked : b.storage_unbacked);
-    m.high_flags_.push_back(first_low ? b.storage_unbacked : a.storage_unbacked);
+    const StepStream& low = first_low ? a : b;
+    const StepStream& high = first_low ? b : a;
+    m.low_flags_.push_back(low.storage_unbacked);
+    m.high_flags_.push_back(high.storage_unbacked);
+    m.low_rules_.push_back({low.storage_rule, low.rule_evidence});
+    m.high_rules_.push_back({high.storage_rule, high.rule_evidence});
     m.grown_.push_back(std::move(grown));
     m.slope_.push_back(std::move(slope));
   }
@@ -282,6 +286,26 @@ Result<BatchModel> BatchModel::For(int64_t batch, const std::vector<StepStream>&
     m.streams_[v].storage_unbacked = streams[v].storage_unbacked;
     m.low_flags_[v] = streams[v].storage_unbacked;
     m.high_flags_[v] = streams[v].storage_unbacked;
+    m.low_rules_[v] = {streams[v].storage_rule, streams[v].rule_evidence};
+    m.high_rules_[v] = m.low_rules_[v];
+  }
+  return m;
+}
+
+BatchModel BatchModel::Under(const PlanOptions& options) const {
+  BatchModel m = *this;
+  auto flags = [&options](const Rules& r) {
+    std::vector<bool> out(r.storage_rule.size());
+    for (size_t k = 0; k < out.size(); ++k) {
+      const int rule = r.storage_rule[k];
+      out[k] = rule < 0 || rule >= static_cast<int>(r.evidence.size()) ||
+               !r.evidence[rule].Covers(options.mode, options.precision);
+    }
+    return out;
+  };
+  for (size_t v = 0; v < m.streams_.size(); ++v) {
+    m.low_flags_[v] = flags(low_rules_[v]);
+    m.high_flags_[v] = flags(high_rules_[v]);
   }
   return m;
 }

@@ -95,6 +95,12 @@ class BatchModel {
   /// other evidence. An error where the events differ.
   [[nodiscard]] Result<BatchModel> For(int64_t batch, const std::vector<StepStream>& streams) const;
 
+  /// This model for another precision or mode of the same candidate (the
+  /// next precision's search): the same events taken for granted, which
+  /// storages unmeasured rules allocate read from their rules under
+  /// `options`. Predicts tells whether that holds at a planned batch.
+  [[nodiscard]] BatchModel Under(const PlanOptions& options) const;
+
   /// Whether the two batches it was fitted at have the same storages
   /// unmeasured (else those between are taken as unmeasured where either is).
   [[nodiscard]] bool SameFlags() const { return low_flags_ == high_flags_; }
@@ -124,8 +130,14 @@ class BatchModel {
   std::vector<std::vector<int64_t>> grown_;
   std::vector<std::vector<int64_t>> slope_;
   /// Per variant, which storages unmeasured rules allocate at the smaller
-  /// and at the larger batch fitted (FlagsAt).
+  /// and at the larger batch fitted (FlagsAt), and the rules' evidence they
+  /// are read from (StepStream::storage_rule, rule_evidence).
   std::vector<std::vector<bool>> low_flags_, high_flags_;
+  struct Rules {
+    std::vector<int> storage_rule;
+    std::vector<Evidence> evidence;
+  };
+  std::vector<Rules> low_rules_, high_rules_;
   static constexpr int64_t kNoSlope = INT64_MIN;
 };
 

@@ -137,6 +137,11 @@ struct StepStream {
   std::vector<MemEvent> events;
   std::vector<std::pair<size_t, size_t>> iterations;
   std::vector<bool> storage_unbacked;
+  /// Per storage, the evidence of the rule that allocated it (an index
+  /// into rule_evidence, -1: no rule), from which storage_unbacked is read
+  /// for the plan's mode and precision (for another precision as well).
+  std::vector<int> storage_rule;
+  std::vector<Evidence> rule_evidence;
 };
 
 /// One rank of a data-parallel job at its allocated peak (planner/distributed.h):

@@ -243,10 +243,13 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
     StepStream st;
     st.iterations = sim.iteration_events;
     st.storage_unbacked.resize(sim.storages.size());
+    st.storage_rule.resize(sim.storages.size());
     for (size_t i = 0; i < sim.storages.size(); ++i) {
       const int rule = sim.storages[i].rule;
       st.storage_unbacked[i] = rule < 0 || !ShareOf(sim.rules[rule], options).backed;
+      st.storage_rule[i] = rule;
     }
+    for (const RuleRef& r : sim.rules) st.rule_evidence.push_back(r.evidence);
     st.events = std::move(sim.events);  // the simulation is not read after this
     plan.streams.push_back(std::move(st));
     return plan;

@@ -181,6 +181,14 @@ TEST(BatchModel, GoesOverToACandidateWithTheSameEvents) {
   EXPECT_GT(half.coverage.unbacked_bytes, 0);
   ExpectSame(at.value(), FiguresOfPlan(half), "amp_fp16 at 6 from amp_bf16's model");
   EXPECT_FALSE(model->For(6, fp32.streams).ok());
+  // Without the plan: the events taken for granted, the unmeasured rules
+  // read under amp_fp16's options.
+  const BatchModel under = model->Under(half.options);
+  EXPECT_TRUE(under.Predicts(6, half.streams));
+  EXPECT_FALSE(model->Predicts(6, half.streams));  // amp_bf16's evidence covers more
+  auto read = under.At(6, half.options);
+  ASSERT_TRUE(read.ok()) << read.message();
+  ExpectSame(read.value(), FiguresOfPlan(half), "amp_fp16 at 6 under amp_fp16's options");
 }
 
 // A plan without streams (kPeaks) fits no model.
