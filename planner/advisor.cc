@@ -634,13 +634,19 @@ class ReplaySearch {
         judged_.clear();
         continue;
       }
-      if (at.Fits(usable_) && model_ && model_->Predicts(answer, at.streams)) {
+      // Accepted where the model gave the answer's own plan and judged the
+      // batches around it on their own unmeasured rules.
+      if (at.Fits(usable_) && model_ && model_->Predicts(answer, at.streams) &&
+          model_->FlagsExact()) {
         out.batch = answer;
         return out;
       }
       // A model around the answer where it fits (the batches past it are
       // judged there); between the planned batches around the budget where
       // the model said it fits and it does not.
+      // A plan refuting the model's "fits" says its judgements there and
+      // above rest on nothing planned: none says "fits" there any more.
+      if (!at.Fits(usable_)) RaiseNoFitsFrom(answer);
       auto refit = at.Fits(usable_) ? RefitAround(answer) : Bracket();
       if (!refit.ok()) return refit.status();
       if (!refit.value()) break;
@@ -702,7 +708,12 @@ class ReplaySearch {
       // Between two batches whose unmeasured rules differ, the model takes
       // both's as unmeasured: bisected further instead.
       Refit(lo, hi);
-      if (model_ && model_->SameFlags()) return true;
+      if (model_ && model_->SameFlags()) {
+        // Fitted below a planned batch that does not fit: past it, its
+        // judgements would rest on nothing planned.
+        RaiseNoFitsFrom(hi);
+        return true;
+      }
       auto mid = PlanAt(lo + (hi - lo) / 2);
       if (!mid.ok()) return mid.status();
     }
@@ -720,6 +731,15 @@ class ReplaySearch {
     }
     if (least == 0) return false;
     return RefitAround(least);
+  }
+
+  // From `b` on the model judges no batch to fit (a plan refuted it there,
+  // or it was fitted below a planned batch that does not fit).
+  void RaiseNoFitsFrom(int64_t b) {
+    if (b < no_fits_from_) {
+      no_fits_from_ = b;
+      judged_.clear();
+    }
   }
 
   // The largest planned batch that fits (0: none).
@@ -784,7 +804,7 @@ class ReplaySearch {
           std::ceil(static_cast<double>(f->unbacked) * kUnmeasuredErrorFactor));
       j.need = f->reserved + context + uncertain;
       j.allocated_need = f->allocated + context + uncertain;
-      j.fits = j.need <= usable_ && b < overflow_from_;
+      j.fits = j.need <= usable_ && b < overflow_from_ && b < no_fits_from_;
     }
     return judged_.emplace(b, j).first->second;
   }
@@ -847,6 +867,7 @@ class ReplaySearch {
   std::map<int64_t, Judged> judged_;  // the model's, by batch
   std::set<int64_t> planned_;         // batches planned with streams
   int64_t overflow_from_ = INT64_MAX;
+  int64_t no_fits_from_ = INT64_MAX;  // RaiseNoFitsFrom
   int replays_ = 0;
 };
 

@@ -270,11 +270,7 @@ std::vector<bool> BatchModel::FlagsAt(size_t v, int64_t batch) const {
 bool BatchModel::Predicts(int64_t batch, const std::vector<StepStream>& streams) const {
   if (!SameEvents(batch, streams)) return false;
   for (size_t v = 0; v < streams.size(); ++v) {
-    const std::vector<bool> model = FlagsAt(v, batch);
-    const std::vector<bool>& plan = streams[v].storage_unbacked;
-    for (size_t k = 0; k < plan.size(); ++k) {
-      if (plan[k] && !model[k]) return false;
-    }
+    if (FlagsAt(v, batch) != streams[v].storage_unbacked) return false;
   }
   return true;
 }

@@ -83,9 +83,8 @@ class BatchModel {
   /// Whether `streams` (a plan's at `batch`) are the events the model gives
   /// at that batch, as the allocator sees them: the same events with the
   /// same sizes rounded to its 512 B (RoundAllocation; the replay reads
-  /// nothing finer), so that they replay to the same figures, and no
-  /// storage unmeasured there that the model takes as measured (its
-  /// allowance for unmeasured rules is never smaller than the plan's).
+  /// nothing finer), and the same storages unmeasured: so that they replay
+  /// to the same figures.
   [[nodiscard]] bool Predicts(int64_t batch, const std::vector<StepStream>& streams) const;
 
   /// This model for another candidate whose plan at `batch` makes the
@@ -104,6 +103,9 @@ class BatchModel {
   /// Whether the two batches it was fitted at have the same storages
   /// unmeasured (else those between are taken as unmeasured where either is).
   [[nodiscard]] bool SameFlags() const { return low_flags_ == high_flags_; }
+  /// Whether every batch's unmeasured storages are those of a batch fitted:
+  /// the same at both, or no batch between them.
+  [[nodiscard]] bool FlagsExact() const { return SameFlags() || b1_ - b2_ == 1 || b2_ - b1_ == 1; }
 
   /// The batches it was fitted at.
   [[nodiscard]] int64_t first_batch() const { return b1_; }
