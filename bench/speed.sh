@@ -11,10 +11,12 @@
 # gpt2_train; each run repeats the command 10, 3 and 3 times, the figures are
 # per command):
 #   plan     memplan plan M --batch 8
-#   advise   memplan advise M --device h100-sxm  (every precision and placement;
-#            the full search, then --search predicted)
-# Ratios are of CPU time, so that other work on a shared machine does not
-# enter them; wall times are printed too.
+#   advise   memplan advise M --device h100-sxm  (every precision and placement:
+#            the default search and threads, then --threads 1, then
+#            --search full --threads 1)
+# advise's ratios to one plan are of wall time (what the user waits, with the
+# candidates searched in threads) and of CPU time (what it costs; other work
+# on a shared machine enters the wall times more).
 #
 # usage: bench/speed.sh [MEMPLAN] [RUNS] [PART]
 #   (default build/memplan, 3, all; PART chains or advise runs one half)
@@ -65,24 +67,24 @@ fi
 [ "$part" = chains ] && exit 0
 # One plan takes 10 to 60 ms, near the resolution of /usr/bin/time: each of
 # these runs repeats its command $reps times, and the figures are per command.
+# advise runs its default search (replay) with its default threads (one per
+# core), then on one thread (the CPU it costs without the second core), then
+# the full search on one thread (every probe planned, the search before it).
 loop='n=$1; shift; for ((k = 0; k < n; k++)); do "$@" >/dev/null || exit 1; done'
 echo
-echo "| model | one plan | advise, full search | advise, --search predicted |"
-echo "| --- | ---: | ---: | ---: |"
+echo "| model | one plan, CPU / wall | advise, CPU / wall | advise / plan, wall | advise / plan, CPU | --threads 1, CPU | --search full --threads 1, CPU |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
 for spec in qwen_bigvocab_train:10 llama_1b_train:3 gpt2_train:3; do
   name=${spec%%:*}
   reps=${spec##*:}
   m="$here/../models/$name.onnx"
   p=$(measure plan bash -c "$loop" _ "$reps" "$memplan" plan "$m" --batch 8)
   a=$(measure advise bash -c "$loop" _ "$reps" "$memplan" advise "$m" --device h100-sxm)
-  q=$(measure predicted bash -c "$loop" _ "$reps" "$memplan" advise "$m" --device h100-sxm \
-    --search predicted)
-  echo "$p $a $q" | awk -v r="$reps" -v n="$name" '{
-    printf "| %s (%d repeats per run) | %.3f s | %.3f s (%.1fx) | %.3f s (%.1fx) |\n",
-      n, r, $2 / r, $6 / r, $6 / $2, $10 / r, $10 / $2}'
-  echo "$p $a $q" | awk -v r="$reps" -v n="$name" '{
-    printf "wall: %s plan %.3f s, advise %.3f s (%.1fx), predicted %.3f s (%.1fx)\n",
-      n, $3 / r, $7 / r, $7 / $3, $11 / r, $11 / $3}' >>"$tmp/wall"
+  o=$(measure one bash -c "$loop" _ "$reps" "$memplan" advise "$m" --device h100-sxm --threads 1)
+  f=$(measure full bash -c "$loop" _ "$reps" "$memplan" advise "$m" --device h100-sxm \
+    --threads 1 --search full)
+  echo "$p $a $o $f" | awk -v r="$reps" -v n="$name" '{
+    printf "| %s (%d repeats per run) | %.3f / %.3f s | %.3f / %.3f s | %.2fx | %.2fx | %.2fx | %.2fx |\n",
+      n, r, $2 / r, $3 / r, $6 / r, $7 / r, $7 / $3, $6 / $2, $10 / $2, $14 / $2}'
 done
-echo "(CPU seconds, user + sys, medians of $runs runs; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end.)"
-cat "$tmp/wall"
+echo "(CPU seconds, user + sys, and wall seconds: medians of $runs runs; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end.)"

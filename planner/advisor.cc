@@ -560,7 +560,13 @@ class ReplaySearch {
     if (inherited_ != nullptr) return Search(start, inherited_->Under(options_));
     auto first = PlanAt(start);
     if (!first.ok()) return first.status();
-    if (first.value()->streams.empty()) return PlansAlone(start);  // nothing to replay
+    if (first.value()->streams.empty()) {
+      // Nothing to replay (several GPUs, a device limit): the full search.
+      auto found = LargestBatch(s_.Fits(p_, ckpt_, usable_), cap_, start);
+      if (!found.ok() || found->batch >= kDipScanBelow) return found;
+      return ScanPastDips(s_.Fits(p_, ckpt_, usable_), s_.Beyond(p_, ckpt_, usable_), found->batch,
+                          cap_);
+    }
     // The second batch: where the need reaches the budget, the need taken
     // as what does not grow with the batch (the weights, their gradients
     // and optimizer state at the peak, the context) plus a part
