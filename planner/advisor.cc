@@ -640,10 +640,15 @@ class ReplaySearch {
         judged_.clear();
         continue;
       }
-      // Accepted where the model gave the answer's own plan and judged the
-      // batches around it on their own unmeasured rules.
-      if (at.Fits(usable_) && model_ && model_->Predicts(answer, at.streams) &&
-          model_->FlagsExact()) {
+      // Accepted where the model judged the batches around the answer on
+      // their own unmeasured rules and gives the answer's plan: its events,
+      // or at least its figures (a size off the model's line, a cap
+      // reached, need not reach the peak). A model error can then only have
+      // judged a batch past the answer not to fit that does (one it judged
+      // to fit would have been the answer, and planned).
+      auto exact = Exact(answer, at);
+      if (!exact.ok()) return exact.status();
+      if (at.Fits(usable_) && exact.value()) {
         out.batch = answer;
         return out;
       }
@@ -737,6 +742,18 @@ class ReplaySearch {
     }
     if (least == 0) return false;
     return RefitAround(least);
+  }
+
+  // Whether the model holds at `b`, planned as `at` (see Search).
+  Result<bool> Exact(int64_t b, const Probe& at) {
+    if (!model_ || !model_->FlagsExact()) return false;
+    if (model_->Predicts(b, at.streams)) return true;
+    auto planned = FiguresOf(at.streams, options_);
+    if (!planned.ok()) return planned.status();
+    auto modelled = model_->At(b, options_, -1, &scratch_);
+    if (!modelled.ok()) return false;
+    return planned->reserved == modelled->reserved && planned->allocated == modelled->allocated &&
+           planned->unbacked == modelled->unbacked;
   }
 
   // From `b` on the model judges no batch to fit (a plan refuted it there,
