@@ -47,6 +47,7 @@ Result<StepFigures> FiguresOf(const std::vector<StepStream>& streams, const Plan
         {&v.first, st.iterations[0]}, {&second, st.iterations[1]}, {&v.steady, st.iterations[2]}};
     std::vector<int64_t> block(st.storage_unbacked.size(), 0);  // live blocks by storage
     int64_t unbacked = 0;  // of the live blocks, the unmeasured rules'
+    size_t kind = 0;       // the first of kinds whose range does not end by the event
     bool over = false;
     CachingAllocatorReplay replay(options.allocator);
     replay.Observe([&](size_t e, int64_t taken, int64_t allocated, int64_t reserved) {
@@ -57,13 +58,16 @@ Result<StepFigures> FiguresOf(const std::vector<StepStream>& streams, const Plan
         if (st.storage_unbacked[id]) unbacked += (ev.is_alloc ? taken : 0) - held;
         held = ev.is_alloc ? taken : 0;
       }
-      for (const auto& [p, range] : kinds) {
-        const auto [e0, e1] = range;
-        if (e >= e0 && e < e1 && allocated > p->allocated) {
+      // The iterations' ranges follow each other: the kind that holds
+      // event e (if any) is the first whose range does not end by it.
+      while (kind < 3 && e >= kinds[kind].second.second) ++kind;
+      for (size_t k = kind; k < 3 && e + 1 >= kinds[k].second.first; ++k) {
+        KindPeak* p = kinds[k].first;
+        if (e >= kinds[k].second.first && allocated > p->allocated) {
           p->allocated = allocated;
           p->unbacked = unbacked;
         }
-        if (e + 1 >= e0 && e < e1) p->reserved = std::max(p->reserved, reserved);
+        p->reserved = std::max(p->reserved, reserved);  // the level before the step too
       }
       if (can_stop && reserved > reserved_limit) {
         over = true;
