@@ -139,19 +139,20 @@ enum class BatchSearchKind {
 };
 /// The names, as the CLI's --search takes them.
 [[nodiscard]] const char* BatchSearchName(BatchSearchKind k);
-/// How many times the replay search fits a model before it plans alone.
+/// How many times the replay search takes an answer to a plan before it
+/// goes on with plans alone.
 constexpr int kReplayRounds = 4;
 /// The replay search's ScanPastDips below kDipScanBelow: batches in a row
 /// past an answer it judges before it stops looking for a dip (twice the
 /// planned search's: a replay costs a fraction of a plan). Planned reserved
-/// curves have dips 9 batches past an answer (lstm_lm_b fp32: 2487 MiB at
-/// 62, 2194 at 63, for a budget of 2229 that PyTorch took at 64).
+/// curves have dips 9 batches past an answer (lstm_lm_b fp32: 2372 MiB at
+/// 62, 2092 at 63, for a budget of 2126 that PyTorch reserved at 64).
 constexpr int kReplayDipMisses = 16;
 /// Batches past an answer at any size the replay search also judges,
 /// answer/16 x 1, 2, 4 further up: wider dips (lstm_lm_b amp_bf16's plans
-/// fit a 2082 MiB budget at 64 and at 72-78, not at 65-70; PyTorch took
-/// 2244 MiB at 70 and 2070 at 78, bench/results/families_check_h200.jsonl
-/// and advise_fit/top_h200.jsonl).
+/// fit a 1986 MiB budget at 64 and at 72-78, not at 65-70; PyTorch reserved
+/// 1986 MiB at 64, 2140 at 70 and 1974 at 78,
+/// bench/results/families_check_h200.jsonl and advise_fit/top_h200.jsonl).
 constexpr int kReplayLeaps = 3;
 
 /// What to search.
