@@ -71,6 +71,12 @@ struct Case {
 
 class Streams : public testing::TestWithParam<Case> {};
 
+// The case's checkpointed modules: every repeated block, or none.
+std::vector<std::string> Checkpointed(const Case& c, const Graph& g) {
+  return c.checkpoint ? FixedPlacement(FindBlocks(g), CheckpointStrategy::kAll)
+                      : std::vector<std::string>();
+}
+
 // A plan made with its streams reports what the same plan without them
 // reports (it simulates the third iteration instead of reading it off the
 // second), and its streams replayed give those figures.
@@ -78,9 +84,7 @@ TEST_P(Streams, ReplayToThePlansFigures) {
   const Case c = GetParam();
   const Graph& g = Model(c.model);
   CandidatePlanner planner(g, Train());
-  const std::vector<std::string> ckpt =
-      c.checkpoint ? FixedPlacement(FindBlocks(g), CheckpointStrategy::kAll)
-                   : std::vector<std::string>();
+  const std::vector<std::string> ckpt = Checkpointed(c, g);
   const Plan peaks = PlanAt(&planner, c.batch, c.precision, PlanDetail::kPeaks, ckpt);
   const Plan streams = PlanAt(&planner, c.batch, c.precision, PlanDetail::kStreams, ckpt);
   ASSERT_FALSE(streams.streams.empty());
@@ -98,9 +102,7 @@ TEST_P(Streams, ModelPredictsAnotherBatch) {
   const Case c = GetParam();
   const Graph& g = Model(c.model);
   CandidatePlanner planner(g, Train());
-  const std::vector<std::string> ckpt =
-      c.checkpoint ? FixedPlacement(FindBlocks(g), CheckpointStrategy::kAll)
-                   : std::vector<std::string>();
+  const std::vector<std::string> ckpt = Checkpointed(c, g);
   const Plan a = PlanAt(&planner, c.batch, c.precision, PlanDetail::kStreams, ckpt);
   const Plan b = PlanAt(&planner, c.batch + 1, c.precision, PlanDetail::kStreams, ckpt);
   const Plan far = PlanAt(&planner, c.batch + 5, c.precision, PlanDetail::kStreams, ckpt);
