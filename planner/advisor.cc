@@ -1094,6 +1094,7 @@ Result<bool> OptimalPlacement(Searcher& s, const AdviseShared& sh, Precision p, 
     std::vector<int> chosen;
     if (!CheapestCover(costs, static_cast<int64_t>(std::ceil(need)), &chosen)) break;
     std::vector<std::string> mods;
+    mods.reserve(chosen.size());
     for (int i : chosen) mods.push_back(sh.blocks.blocks[i].module);
     auto v = s.At(b, p, mods);
     if (!v.ok()) return v.status();
