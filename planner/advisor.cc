@@ -534,8 +534,9 @@ class Searcher {
 class ReplaySearch {
  public:
   /// `inherited`: the model another candidate's search ended with (the
-  /// previous precision's at this placement; may be null), taken over where
-  /// this candidate's first plan makes the events it gives there.
+  /// first precision's at this placement, one that moves the same bytes; may
+  /// be null), taken over with this candidate's own rules before anything is
+  /// planned; the answer's plan checks it.
   ReplaySearch(Searcher* s, Precision p, std::vector<std::string> ckpt, int64_t usable, int64_t cap,
                const BatchModel* inherited)
       : s_(*s), p_(p), ckpt_(std::move(ckpt)), usable_(usable), cap_(cap), inherited_(inherited) {
@@ -652,11 +653,11 @@ class ReplaySearch {
         out.batch = answer;
         return out;
       }
-      // A model around the answer where it fits (the batches past it are
-      // judged there); between the planned batches around the budget where
-      // the model said it fits and it does not.
-      // A plan refuting the model's "fits" says its judgements there and
-      // above rest on nothing planned: none says "fits" there any more.
+      // Where the answer fits, a model around it (the batches past it are
+      // judged there). Where it does not, the plan refutes the model's
+      // "fits": its judgements there and above rest on nothing planned, and
+      // none says "fits" there any more; a model between the planned batches
+      // around the budget takes over.
       if (!at.Fits(usable_)) RaiseNoFitsFrom(answer);
       auto refit = at.Fits(usable_) ? RefitAround(answer) : Bracket();
       if (!refit.ok()) return refit.status();
