@@ -167,6 +167,38 @@ TEST(AdviseCli, ReplaySearchAnswersFromAFewPlans) {
   EXPECT_LE(r["recommendation"]["peak"]["device_bytes"].get<int64_t>(), usable);
 }
 
+// Where the step's decisions part between batches the replay search
+// brackets its answer with plans: r3d_n_train fp32's rules past 2^31
+// elements flip at batch 669 (checkpointing every block, as the full search
+// advises 668), resnet50_train amp_bf16's cuDNN engines and rules change
+// between 1494 and 2818 (within 1 % of the full search's 2674).
+TEST(AdviseCli, ReplaySearchBracketsWhereTheStepChanges) {
+  auto all_batch = [](const std::string& model, const char* device, const char* precision,
+                      const char* search) -> int64_t {
+    CliRun c = Advise({ModelsDir() + model, "--device", device, "--precision", precision,
+                       "--format", "json", "--search", search});
+    EXPECT_EQ(c.code, kExitOk) << c.err;
+    auto j = nlohmann::json::parse(c.out);
+    std::vector<nlohmann::json> all = {j["recommendation"]};
+    for (const auto& a : j["alternatives"]) all.push_back(a);
+    for (const auto& a : all) {
+      if (a["placement"] == "all") {
+        EXPECT_LE(a["peak"]["device_bytes"].get<int64_t>(),
+                  j["budget"]["usable_bytes"].get<int64_t>());
+        return a["batch"].get<int64_t>();
+      }
+    }
+    ADD_FAILURE() << model << ": no candidate checkpoints every block";
+    return 0;
+  };
+  EXPECT_EQ(all_batch("r3d_n_train.onnx", "h200", "fp32", "replay"), 668);
+  EXPECT_EQ(all_batch("r3d_n_train.onnx", "h200", "fp32", "full"), 668);
+  const int64_t replay = all_batch("resnet50_train.onnx", "h100-sxm", "amp_bf16", "replay");
+  const int64_t full = all_batch("resnet50_train.onnx", "h100-sxm", "amp_bf16", "full");
+  EXPECT_GE(replay, full * 99 / 100);
+  EXPECT_LE(replay, full * 101 / 100);
+}
+
 // Candidates are searched in threads; the advice does not depend on how
 // many (only the plan count can, each thread planning with its own copy of
 // the graph).
