@@ -671,8 +671,8 @@ class ReplaySearch {
   Result<BatchSearch> PlansAlone(int64_t start) {
     BatchSearch out;
     const int64_t best = BestFitting();
-    auto found = SearchFrom(s_.Measure(p_, ckpt_, usable_), s_.Beyond(p_, ckpt_, usable_),
-                            kDipScanMisses, best > 0 ? best : start);
+    auto found = SearchFrom(NoLoneDips(s_.Measure(p_, ckpt_, usable_)),
+                            s_.Beyond(p_, ckpt_, usable_), kDipScanMisses, best > 0 ? best : start);
     if (!found.ok()) return found.status();
     out.batch = found.value();
     return out;
@@ -782,12 +782,31 @@ class ReplaySearch {
     return s_.Planned(b, p_, ckpt_);
   }
 
-  Result<FitMeasure> Measure(int64_t b) {
+  // Whether `b` fits, by its plan where it was planned, else by the model.
+  Result<FitMeasure> MeasureOne(int64_t b) {
     if (const Probe* probe = s_.Cached(b, p_, ckpt_)) {
       return FitMeasure{probe->Fits(usable_), static_cast<double>(probe->Need())};
     }
     const Judged& j = Judge(b);
     return FitMeasure{j.fits, static_cast<double>(j.need)};
+  }
+
+  // `one` where from kDipScanBelow up a batch counts as fitting only where
+  // the one before it fits too: a dip of one batch there is where a plan's
+  // blocks fall into cached ones exactly (llama_gqa_b_train amp_bf16 plans
+  // 145.6 GiB reserved at 72 and 74, 119.8 at 73), which PyTorch need not
+  // repeat (llama_gqa amp_bf16 ran out of memory at such a batch, 215:
+  // README, Accuracy); below, the recurrent nets' one-batch dips are
+  // PyTorch's too (gru_lm fp32 at 12).
+  static MeasureFn NoLoneDips(MeasureFn one) {
+    return [one = std::move(one)](int64_t b) -> Result<FitMeasure> {
+      auto m = one(b);
+      if (!m.ok() || !m->fits || b <= kDipScanBelow) return m;
+      auto before = one(b - 1);
+      if (!before.ok()) return before.status();
+      if (!before->fits) m->fits = false;
+      return m;
+    };
   }
 
   Result<bool> Beyond(int64_t b) {
@@ -855,28 +874,26 @@ class ReplaySearch {
       }
       // Dips wider than the scan: a few batches further up (1/16, 1/8 and
       // 1/4 more), where LargestBatch's doubling steps land on them, taken
-      // where the batch after fits too. A dip of one batch there is where
-      // a plan's blocks happen to fall into cached ones exactly
-      // (llama_gqa_b_train amp_bf16 plans 145.6 GiB reserved at 72 and 74,
-      // 119.8 at 73), which PyTorch need not repeat (llama_gqa amp_bf16 ran
-      // out of memory at such a batch, 215: Accuracy above); lstm_lm_b
-      // amp_bf16's is 72-78, in PyTorch too.
+      // where the batch after fits too (a dip of more than one batch, as
+      // Measure asks from kDipScanBelow up; lstm_lm_b amp_bf16's is 72-78,
+      // in PyTorch too).
       int64_t leap_to = 0;
       const int64_t step = std::max<int64_t>(1, answer / 16);
       for (int k = 0; k < kReplayLeaps && leap_to == 0; ++k) {
         const int64_t b = answer + (step << k);
-        if (b >= cap_ || b <= answer + 3) continue;
+        if (b >= cap_ || b <= answer + 2) continue;
         auto over = beyond(b);
         if (!over.ok()) return over.status();
         if (over.value()) break;
-        bool wide = true;
-        for (int64_t x : {b, b + 1}) {
-          auto f = fits(x);
-          if (!f.ok()) return f.status();
-          wide = wide && f.value();
-          if (!wide) break;
+        auto after = fits(b + 1);  // from kDipScanBelow up, it asks b too
+        if (!after.ok()) return after.status();
+        bool wide = after.value();
+        if (wide && b + 1 <= kDipScanBelow) {
+          auto at = fits(b);
+          if (!at.ok()) return at.status();
+          wide = at.value();
         }
-        if (wide) leap_to = b;
+        if (wide) leap_to = b + 1;
       }
       if (leap_to == 0) return answer;
       auto up = LargestBatchPredicted(measure, static_cast<double>(usable_), cap_, leap_to);
@@ -886,8 +903,9 @@ class ReplaySearch {
   }
 
   Result<int64_t> SearchModel(int64_t start) {
-    return SearchFrom([this](int64_t b) { return Measure(b); },
-                      [this](int64_t b) { return Beyond(b); }, kReplayDipMisses, start);
+    return SearchFrom(
+        NoLoneDips([this](int64_t b) { return MeasureOne(b); }),
+        [this](int64_t b) { return Beyond(b); }, kReplayDipMisses, start);
   }
 
   Searcher& s_;
