@@ -577,10 +577,9 @@ int RunAdvise(const AdviseArgs& args) {
   if (args.threads < 0) return Fail("--threads must be 0 (one per core) or more");
   r.threads = args.threads;
   r.max_batch = std::min<int64_t>(args.max_batch, 65536);
-  for (BatchSearchKind k :
-       {BatchSearchKind::kReplay, BatchSearchKind::kFull, BatchSearchKind::kPredicted}) {
-    if (args.search == BatchSearchName(k)) r.search = k;
-  }
+  auto search = ParseEnum<BatchSearchKind>(args.search);
+  if (!search.ok()) return Fail("--search: " + search.message());
+  r.search = search.value();
   ModelFlags mf;
   mf.model = args.model;
   mf.dims = args.dims;
@@ -689,7 +688,7 @@ void AddAdviseCommand(CLI::App* app, CliState* state) {
                   "doubling then bisection; predicted: a plan at every batch, from the line "
                   "through two plans' needs (where the peak is not monotone in the batch, each "
                   "may end at another batch that fits)")
-      ->check(CLI::IsMember({"replay", "full", "predicted"}));
+      ->check(CLI::IsMember(EnumNames<BatchSearchKind>()));
   AddFormatFlag(cmd, &a->format, {"table", "json", "md"});
   cmd->callback([a, state] { state->exit_code = RunAdvise(*a); });
 }

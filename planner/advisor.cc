@@ -324,18 +324,6 @@ SpeedEstimate EstimateSpeed(const Plan& plan, int64_t saved, const DevicePreset&
   return s;
 }
 
-const char* BatchSearchName(BatchSearchKind k) {
-  switch (k) {
-    case BatchSearchKind::kReplay:
-      return "replay";
-    case BatchSearchKind::kFull:
-      return "full";
-    case BatchSearchKind::kPredicted:
-      return "predicted";
-  }
-  return "?";
-}
-
 namespace {
 
 std::string Key(Precision p, const std::vector<std::string>& ckpt, int64_t batch) {

@@ -18,6 +18,7 @@
 #include "planner/checkpoint.h"
 #include "planner/devices.h"
 #include "planner/graph.h"
+#include "planner/options.h"
 #include "planner/plan.h"
 #include "planner/shape_inference.h"
 #include "planner/status.h"
@@ -130,15 +131,22 @@ enum class BatchSearchKind {
   /// batches between and around them (BatchModel): LargestBatchPredicted's
   /// and ScanPastDips' probes are replays, every answer is a plan whose
   /// events the model predicts (else the model is fitted again there, and
-  /// after kReplayRounds the search goes on with plans alone, as kFull).
+  /// after kReplayRounds the same search goes on with a plan at every batch).
   kReplay,
   /// A plan at every batch probed: LargestBatch.
   kFull,
   /// A plan at every batch probed: LargestBatchPredicted.
   kPredicted,
 };
-/// The names, as the CLI's --search takes them.
-[[nodiscard]] const char* BatchSearchName(BatchSearchKind k);
+/// The names, as the CLI's --search takes them (EnumName, ParseEnum).
+template <>
+struct EnumTable<BatchSearchKind> {
+  static constexpr const char* kOption = "search";
+  static constexpr EnumEntry<BatchSearchKind> kEntries[] = {
+      {BatchSearchKind::kReplay, "replay"},
+      {BatchSearchKind::kFull, "full"},
+      {BatchSearchKind::kPredicted, "predicted"}};
+};
 /// How many times the replay search takes an answer to a plan before it
 /// goes on with plans alone.
 constexpr int kReplayRounds = 4;
