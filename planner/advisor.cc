@@ -549,13 +549,9 @@ class ReplaySearch {
     if (inherited_ != nullptr) return Search(start, inherited_->Under(options_));
     auto first = PlanAt(start);
     if (!first.ok()) return first.status();
-    if (first.value()->streams.empty()) {
-      // Nothing to replay (several GPUs, a device limit): the full search.
-      auto found = LargestBatch(s_.Fits(p_, ckpt_, usable_), cap_, start);
-      if (!found.ok() || found->batch >= kDipScanBelow) return found;
-      return ScanPastDips(s_.Fits(p_, ckpt_, usable_), s_.Beyond(p_, ckpt_, usable_), found->batch,
-                          cap_);
-    }
+    // Nothing to replay (AdviseOneStrategy gives such requests the full
+    // search): a plan at every batch.
+    if (first.value()->streams.empty()) return PlansAlone(start);
     // The second batch: where the need reaches the budget, the need taken
     // as what does not grow with the batch (the weights, their gradients
     // and optimizer state at the peak, the context) plus a part
@@ -1246,8 +1242,7 @@ Result<Advice> AdviseOneStrategy(const Graph& g, const AdviseRequest& request) {
   // Plans with nothing to replay (several GPUs, a device limit) get the full
   // search, as it starts each candidate.
   AdviseRequest r = request;
-  if (r.search == BatchSearchKind::kReplay &&
-      (r.base.dist.strategy != ParallelStrategy::kSingle || r.base.allocator.device_limit != 0)) {
+  if (r.search == BatchSearchKind::kReplay && !PlansStepStreams(Searcher::ProbeOptions(r))) {
     r.search = BatchSearchKind::kFull;
   }
   Advice advice;

@@ -294,18 +294,11 @@ Result<BatchModel> BatchModel::For(int64_t batch, const std::vector<StepStream>&
 
 BatchModel BatchModel::Under(const PlanOptions& options) const {
   BatchModel m = *this;
-  auto flags = [&options](const Rules& r) {
-    std::vector<bool> out(r.storage_rule.size());
-    for (size_t k = 0; k < out.size(); ++k) {
-      const int rule = r.storage_rule[k];
-      out[k] = rule < 0 || rule >= static_cast<int>(r.evidence.size()) ||
-               !r.evidence[rule].Covers(options.mode, options.precision);
-    }
-    return out;
-  };
   for (size_t v = 0; v < m.streams_.size(); ++v) {
-    m.low_flags_[v] = flags(low_rules_[v]);
-    m.high_flags_[v] = flags(high_rules_[v]);
+    const Rules& low = low_rules_[v];
+    const Rules& high = high_rules_[v];
+    m.low_flags_[v] = UnbackedStorages(low.storage_rule, low.evidence, options);
+    m.high_flags_[v] = UnbackedStorages(high.storage_rule, high.evidence, options);
   }
   return m;
 }

@@ -77,6 +77,24 @@ Result<Plan> MakePlan(const Graph& g, int64_t batch, const PlanOptions& requeste
   return MakePlanFrom(g, batch, options, build, PlanDetail::kFull);
 }
 
+bool PlansStepStreams(const PlanOptions& options) {
+  return options.mode == Mode::kTrain && options.dist.strategy == ParallelStrategy::kSingle &&
+         options.allocator.device_limit == 0;
+}
+
+std::vector<bool> UnbackedStorages(const std::vector<int>& storage_rule,
+                                   const std::vector<Evidence>& rule_evidence,
+                                   const PlanOptions& options) {
+  std::vector<bool> unbacked(storage_rule.size(), true);
+  for (size_t i = 0; i < storage_rule.size(); ++i) {
+    const int rule = storage_rule[i];
+    if (rule >= 0 && static_cast<size_t>(rule) < rule_evidence.size()) {
+      unbacked[i] = !rule_evidence[rule].Covers(options.mode, options.precision);
+    }
+  }
+  return unbacked;
+}
+
 Result<Plan> MakePlanFrom(const Graph& g, int64_t batch, const PlanOptions& options,
                           const ScheduleSource& schedules, PlanDetail detail,
                           int64_t reserved_limit) {

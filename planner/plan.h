@@ -144,6 +144,19 @@ struct StepStream {
   std::vector<Evidence> rule_evidence;
 };
 
+/// Whether a plan with PlanDetail::kStreams has Plan::streams under
+/// `options`: a training step on one GPU without a device limit (a limit
+/// can stop the replay; data parallelism simulates per rank).
+[[nodiscard]] bool PlansStepStreams(const PlanOptions& options);
+
+/// StepStream::storage_unbacked under `options`: per storage, whether no
+/// measurement in `rule_evidence` backs its rule in `storage_rule` for the
+/// options' mode and precision (RuleShare::backed); a storage without a rule
+/// (-1) is unbacked.
+[[nodiscard]] std::vector<bool> UnbackedStorages(const std::vector<int>& storage_rule,
+                                                 const std::vector<Evidence>& rule_evidence,
+                                                 const PlanOptions& options);
+
 /// One rank of a data-parallel job at its allocated peak (planner/distributed.h):
 /// what it holds, in allocator blocks; the parts sum to Peak::allocated_bytes.
 struct RankBreakdown {

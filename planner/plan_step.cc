@@ -92,8 +92,7 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
   // the events are handed on (keep_events, data parallel) all are made.
   // A stream for the batch model (PlanDetail::kStreams) holds every
   // iteration's events too.
-  const bool streams = detail == PlanDetail::kStreams && options.mode == Mode::kTrain &&
-                       !data_parallel && options.allocator.device_limit == 0;
+  const bool streams = detail == PlanDetail::kStreams && PlansStepStreams(options);
   sim.stop_when_steady =
       options.mode == Mode::kTrain && !options.keep_events && !data_parallel && !streams;
   sim.Run();
@@ -242,14 +241,10 @@ Result<Plan> PlanSchedule(const Graph& g, int64_t batch, const PlanOptions& opti
   if (streams) {
     StepStream st;
     st.iterations = sim.iteration_events;
-    st.storage_unbacked.resize(sim.storages.size());
-    st.storage_rule.resize(sim.storages.size());
-    for (size_t i = 0; i < sim.storages.size(); ++i) {
-      const int rule = sim.storages[i].rule;
-      st.storage_unbacked[i] = rule < 0 || !ShareOf(sim.rules[rule], options).backed;
-      st.storage_rule[i] = rule;
-    }
+    st.storage_rule.reserve(sim.storages.size());
+    for (const auto& storage : sim.storages) st.storage_rule.push_back(storage.rule);
     for (const RuleRef& r : sim.rules) st.rule_evidence.push_back(r.evidence);
+    st.storage_unbacked = UnbackedStorages(st.storage_rule, st.rule_evidence, options);
     st.events = std::move(sim.events);  // the simulation is not read after this
     plan.streams.push_back(std::move(st));
     return plan;
