@@ -68,7 +68,7 @@ class CandidatePlanner {
   /// `kept_tensors`: the most tensors whose inferred fields are kept over
   /// earlier bindings (kKeptTensors).
   /// `kept_schedule_items`: the most ops + values of the schedules kept
-  /// (kKeptScheduleItems).
+  /// (kKeptScheduleItems); 0 keeps only the schedule built last.
   CandidatePlanner(const Graph& graph, const PlanOptions& base, size_t kept_tensors = kKeptTensors,
                    size_t kept_schedule_items = kKeptScheduleItems)
       : work_(graph),
