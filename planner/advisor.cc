@@ -547,8 +547,9 @@ class ReplaySearch {
   /// Batches judged by the model alone so far (replayed, or past the
   /// budget on their events' sizes).
   int replays() const { return replays_; }
-  /// The model the search ended with (none where it planned alone).
-  const std::optional<BatchModel>& model() const { return model_; }
+  /// The model the search ended with (none where it planned alone), moved
+  /// out of the search.
+  std::optional<BatchModel> TakeModel() { return std::move(model_); }
 
   Result<BatchSearch> Run(int64_t start) {
     BatchSearch out;
@@ -996,7 +997,8 @@ struct PlacementTask {
   bool started = false, done = false;
   Status error;
   int64_t answer = 0;                       ///< Its batch (0: none fits, or skipped).
-  std::shared_ptr<const BatchModel> model;  ///< The replay search's, at its end.
+  std::shared_ptr<const BatchModel> model;  ///< The replay search's, at its end, if read.
+  bool model_read = false;                  ///< A later task reads `model`.
   std::vector<Candidate> candidates;        ///< Kept ones, in order.
   /// Notes in order; `no_saving` ones are kept only for the first task
   /// that has one (the advice warns once).
@@ -1186,7 +1188,10 @@ Status RunTask(Searcher& s, const AdviseShared& sh, std::vector<PlacementTask>& 
     c.batch = found->batch;
     c.replays = search.replays();
     t.replays += search.replays();
-    if (search.model()) t.model = std::make_shared<const BatchModel>(*search.model());
+    if (t.model_read) {
+      std::optional<BatchModel> model = search.TakeModel();
+      if (model) t.model = std::make_shared<const BatchModel>(std::move(*model));
+    }
   } else {
     auto found = r.search == BatchSearchKind::kPredicted
                      ? LargestBatchPredicted(s.Measure(t.p, c.checkpoint, sh.usable),
@@ -1333,6 +1338,15 @@ Result<Advice> AdviseOneStrategy(const Graph& g, const AdviseRequest& request) {
       prev_none = none;
       prev_task = this_task;
     }
+  }
+  // The replay search's models that a later task reads (RunTask, the one
+  // it inherits; OptimalPlacement, this precision's without checkpointing):
+  // only those are kept past their task.
+  for (const PlacementTask& t : tasks) {
+    if (t.prev_same >= 0 && SameBytes(t.p, tasks[t.prev_same].p)) {
+      tasks[t.prev_same].model_read = true;
+    }
+    if (t.pl == CheckpointStrategy::kAll && t.none >= 0) tasks[t.none].model_read = true;
   }
   // kNone's start: the answer of the precision it starts from, or (planned
   // searches) the last answer of an earlier precision that fits; else 1.
