@@ -118,9 +118,11 @@ struct RecycledNodes {
   }
 };
 
+using FreeSet = std::set<FreeKey, FreeKeyLess, RecycledNodes<FreeKey>>;
+
 struct Pool {
   bool small = false;
-  std::set<FreeKey, FreeKeyLess, RecycledNodes<FreeKey>> free;
+  FreeSet free;
   std::set<AddrKey, AddrKeyLess, RecycledNodes<AddrKey>> unmapped;
 };
 
@@ -242,6 +244,7 @@ class Simulator {
       return b;
     }
     blocks_.emplace_back();
+    free_at_.emplace_back();
     return static_cast<int>(blocks_.size()) - 1;
   }
   void DeleteBlock(int b) {
@@ -252,8 +255,10 @@ class Simulator {
   FreeKey KeyOf(const Block& blk, int b) const {
     return {blk.size, segments_[blk.segment].addr, blk.offset, b};
   }
-  void InsertFree(Pool& pool, int b) { pool.free.insert(KeyOf(blocks_[b], b)); }
-  void EraseFree(Pool& pool, int b) { pool.free.erase(KeyOf(blocks_[b], b)); }
+  // A free block's place in its pool's set is kept (free_at_), so that
+  // taking it out (a merge, a release) needs no search.
+  void InsertFree(Pool& pool, int b) { free_at_[b] = pool.free.insert(KeyOf(blocks_[b], b)).first; }
+  void EraseFree(Pool& pool, int b) { pool.free.erase(free_at_[b]); }
   void InsertUnmapped(Pool& pool, int b) {
     pool.unmapped.insert({blocks_[b].segment, blocks_[b].offset, b});
   }
@@ -519,6 +524,7 @@ class Simulator {
   SimResult* result_;
   std::vector<Block> blocks_;
   std::vector<int> free_slots_;
+  std::vector<FreeSet::iterator> free_at_;  // per block, while it is in a free set
   int64_t next_low_addr_ = 0;
   int64_t next_high_addr_ = 0;
   std::vector<Segment> segments_;
