@@ -825,14 +825,15 @@ class ReplaySearch {
     // Past the budget before any replay: the events' rounded sizes alone,
     // which the allocated (and reserved) bytes never go below.
     ++replays_;
-    const int64_t live = model_->LivePeak(b);
+    const int64_t live = model_->SizeAt(b, &scratch_);
     if (live < 0 || live + context > usable_) {
       j.need = j.allocated_need = live < 0 ? INT64_MAX : live + context;
       return judged_.emplace(b, j).first->second;
     }
     // A replay sure to reserve more than the budget stops there (lower
-    // bounds, as a plan over its limit gives them).
-    auto f = model_->At(b, options_, std::max<int64_t>(0, usable_ - context), &scratch_);
+    // bounds, as a plan over its limit gives them): At's figures, the
+    // events sized above.
+    auto f = FiguresOf(scratch_, options_, std::max<int64_t>(0, usable_ - context));
     if (!f.ok()) {
       // Sizes past what a plan can have: nothing this large fits.
       j.need = j.allocated_need = INT64_MAX;

@@ -202,22 +202,21 @@ bool BatchModel::SizeFor(int64_t batch, std::vector<StepStream>* out) const {
   return true;
 }
 
-int64_t BatchModel::LivePeak(int64_t batch) const {
-  if (batch < 1) return -1;
+namespace {
+
+// The most bytes sized events hold at once, each rounded as the allocator
+// rounds a request (BatchModel::LivePeak).
+int64_t LiveBytesPeak(const std::vector<StepStream>& sized) {
   int64_t most = 0;
-  for (size_t v = 0; v < streams_.size(); ++v) {
-    const std::vector<MemEvent>& events = streams_[v].events;
-    std::vector<int64_t> held(streams_[v].storage_unbacked.size(), 0);
+  for (const StepStream& st : sized) {
+    std::vector<int64_t> held(st.storage_unbacked.size(), 0);
     int64_t live = 0;
-    for (size_t e = 0; e < events.size(); ++e) {
-      const MemEvent& ev = events[e];
+    for (const MemEvent& ev : st.events) {
       if (ev.empty_cache) continue;
       const size_t id = static_cast<size_t>(ev.id - 1);
       if (id >= held.size()) continue;
       if (ev.is_alloc) {
-        const int64_t bytes = SizeOf(v, e, batch);
-        if (bytes < 0) return -1;
-        held[id] = RoundAllocation(bytes);
+        held[id] = RoundAllocation(ev.bytes);
         live += held[id];
         most = std::max(most, live);
       } else {
@@ -227,6 +226,18 @@ int64_t BatchModel::LivePeak(int64_t batch) const {
     }
   }
   return most;
+}
+
+}  // namespace
+
+int64_t BatchModel::LivePeak(int64_t batch) const {
+  std::vector<StepStream> sized;
+  return SizeAt(batch, &sized);
+}
+
+int64_t BatchModel::SizeAt(int64_t batch, std::vector<StepStream>* scratch) const {
+  if (!SizeFor(batch, scratch)) return -1;
+  return LiveBytesPeak(*scratch);
 }
 
 Result<StepFigures> BatchModel::At(int64_t batch, const PlanOptions& options,

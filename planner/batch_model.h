@@ -80,6 +80,11 @@ class BatchModel {
   /// would be out of range.
   [[nodiscard]] int64_t LivePeak(int64_t batch) const;
 
+  /// LivePeak and At's sizing in one pass: the events sized for `batch`
+  /// into `scratch` (as At's) and LivePeak(batch) returned (-1: out of
+  /// range, nothing sized). FiguresOf(*scratch, ...) is then At(batch, ...).
+  [[nodiscard]] int64_t SizeAt(int64_t batch, std::vector<StepStream>* scratch) const;
+
   /// Whether `streams` (a plan's at `batch`) are the events the model gives
   /// at that batch, as the allocator sees them: the same events with the
   /// same sizes rounded to its 512 B (RoundAllocation; the replay reads
