@@ -122,6 +122,27 @@ TEST(BatchModel, ScratchGivesWhatAFreshCallGives) {
   }
 }
 
+// SizeAt sizes the scratch as At does and returns LivePeak: the replay of
+// what it sized is At's, unmeasured flags included (the temporaries from
+// batch 4: measured at and below 2, unmeasured between the two fitted
+// batches and past 6); out of range it says -1.
+TEST(BatchModel, SizeAtSizesForTheReplayAndGivesTheLivePeak) {
+  auto m = BatchModel::Fit(2, Step(2, 4), 6, Step(6, 4));
+  ASSERT_TRUE(m.ok()) << m.message();
+  std::vector<StepStream> scratch;
+  for (int64_t b : {9, 3, 1, 5}) {
+    EXPECT_EQ(m->SizeAt(b, &scratch), (8 + 6 * b) * MiB) << b;
+    auto replayed = FiguresOf(scratch, Train());
+    ASSERT_TRUE(replayed.ok()) << replayed.message();
+    const StepFigures want = At(m.value(), b);
+    EXPECT_EQ(replayed->allocated, want.allocated) << b;
+    EXPECT_EQ(replayed->reserved, want.reserved) << b;
+    EXPECT_EQ(replayed->unbacked, want.unbacked) << b;
+    EXPECT_EQ(replayed->unbacked, b > 2 ? Tmp(b) : 0) << b;
+  }
+  EXPECT_EQ(m->SizeAt(0, &scratch), -1);
+}
+
 // A size whose growth is not a whole number of bytes per sample is read on
 // the line through its two sizes, rounded down: 1 MiB at batch 1 and
 // 1 MiB + 1025 B at 3 give 1 MiB + 512 B at 2 (one 512 B granule; rounded
