@@ -499,7 +499,8 @@ void GroupNormWorkspaces(const Val& x, int64_t groups, bool affine, ExecOp* op) 
 
 class Builder {
  public:
-  Builder(const Graph& g, const PlanOptions& o, const ScheduleAnalysis& a) : g_(g), o_(o), a_(a) {}
+  Builder(const Graph& g, const PlanOptions& o, const ScheduleAnalysis& a)
+      : g_(g), o_(o), a_(a), skipped_nodes_(g.nodes.size(), 0) {}
 
   Result<Schedule> Build();
 
@@ -531,7 +532,6 @@ class Builder {
   bool IsLinearBias(int ni, std::vector<int>& in) const;
   void AddBiasAdd(int ni, const std::vector<int>& in);
   void SkipUnusedFeeders(std::set<int> tensors, const std::set<int>& needed);
-  void FindRmsNorms();
   int CastVal(int v, DType to, bool weight_cache, const std::string& why);
   int ContiguousCopy(int v, const std::string& label);
   void AddViewOp(int ni, const OpDef& def, std::vector<int> in);
@@ -556,16 +556,13 @@ class Builder {
   const PlanOptions& o_;
   const ScheduleAnalysis& a_;
   Schedule s_;
-  std::vector<int> val_of_;                    // graph tensor -> current val
-  std::unordered_map<int, int> weight_cache_;  // param val -> cast val
-  std::set<int> skipped_nodes_;
-  std::map<int, AttentionRegion> regions_;  // keyed by the last node
-  std::map<int, RnnRegion> rnn_regions_;    // keyed by the last layer
-  std::map<int, FusedRegion> fused_;        // keyed by the last node
-  std::set<int> rms_pow_nodes_;             // RMSNorm: the mean-square Pow
-  std::set<int> rms_weight_muls_;           // RMSNorm: the Mul by the weight
-  std::set<int> rms_normalize_muls_;        // RMSNorm: x * rsqrt(mean square)
-  std::map<int, int> rms_fp32_copy_;        // RMSNorm input -> its fp32 copy
+  std::vector<int> val_of_;                        // graph tensor -> current val
+  std::unordered_map<int, int> weight_cache_;      // param val -> cast val
+  std::vector<char> skipped_nodes_;                // per node: no op of its own
+  std::map<int, const AttentionRegion*> regions_;  // a_'s, keyed by the last node
+  std::map<int, const RnnRegion*> rnn_regions_;    // a_'s, keyed by the last layer
+  std::map<int, const FusedRegion*> fused_;        // a_'s, keyed by the last node
+  std::map<int, int> rms_fp32_copy_;               // RMSNorm input -> its fp32 copy
   FineTuneSetup ft_;
   std::map<int, LinearLayer> lora_at_;  // keyed by the layer's end node
   std::map<int, int> dequant_of_;       // dequantized val -> quantized weight
@@ -851,20 +848,21 @@ void Builder::AddComputeOp(int ni, const OpDef* def, std::vector<int> in) {
     // RMSNorm as Hugging Face writes it (LlamaRMSNorm, T5LayerNorm, ...)
     // computes the mean square in fp32 (`hidden_states.to(torch.float32)`,
     // a no-op the fp32 export drops) and casts back before the weight.
-    if (rms_pow_nodes_.count(ni) && !in.empty() && in[0] >= 0 && IsHalf(s_.vals[in[0]].dtype)) {
+    if (a_.rms_norms.mean_square_pows.count(ni) && !in.empty() && in[0] >= 0 &&
+        IsHalf(s_.vals[in[0]].dtype)) {
       const int x = in[0];
       in[0] = CastVal(x, DType::kFloat, false, "to_float(" + n.Label(ni) + ")");
       rms_fp32_copy_[x] = in[0];
     }
     // x * rsqrt(...) reads that fp32 copy too (one tensor, which both keep
     // for backward), not the half-precision x.
-    if (rms_normalize_muls_.count(ni)) {
+    if (a_.rms_norms.normalize_muls.count(ni)) {
       for (int& x : in) {
         auto it = x >= 0 ? rms_fp32_copy_.find(x) : rms_fp32_copy_.end();
         if (it != rms_fp32_copy_.end()) x = it->second;
       }
     }
-    if (rms_weight_muls_.count(ni)) {
+    if (a_.rms_norms.weight_muls.count(ni)) {
       for (int& x : in) {
         if (x >= 0 && s_.vals[x].dtype == DType::kFloat && !s_.vals[Root(x)].is_param) {
           x = CastVal(x, HalfType(o_.precision), false, "to_input_dtype(" + n.Label(ni) + ")");
@@ -873,12 +871,6 @@ void Builder::AddComputeOp(int ni, const OpDef* def, std::vector<int> in) {
     }
   }
   AddCompute(n.op_type, n.Label(ni), ni, def, std::move(in), n.outputs, nullptr, -1);
-}
-
-void Builder::FindRmsNorms() {
-  rms_pow_nodes_ = a_.rms_norms.mean_square_pows;
-  rms_normalize_muls_ = a_.rms_norms.normalize_muls;
-  rms_weight_muls_ = a_.rms_norms.weight_muls;
 }
 
 void Builder::AddCompute(const std::string& op_type, const std::string& label, int ni,
@@ -1018,7 +1010,7 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     // statistics) or the saved tensors themselves (mask, mean, indices).
     if (k > 0 && ni >= 0) {
       bool used = false;
-      for (int c : g_.tensors[t].consumers) used = used || !skipped_nodes_.count(c);
+      for (int c : g_.tensors[t].consumers) used = used || !skipped_nodes_[c];
       for (int o : g_.outputs) used = used || o == t;
       if (!used) v.phantom = true;
     }
@@ -1195,7 +1187,7 @@ void Builder::AddNode(int ni) {
   }
   const OpDef* def = FindOp(n.domain, n.op_type);
   if (!any_output || all_values || (def && def->host_only)) {
-    skipped_nodes_.insert(ni);
+    skipped_nodes_[ni] = 1;
     return;
   }
   std::vector<int> in;
@@ -1911,11 +1903,10 @@ Result<Schedule> Builder::Build() {
   InitVals(roles);
   const Result<std::vector<int>>& order = a_.order;
   if (!order.ok()) return order.status();
-  FindRmsNorms();
   std::set<int> dropped;  // tensors the run-time SDPA call does not get
   std::set<int> needed;   // ... and those it gets in their place
   for (const AttentionRegion& r : a_.attention) {
-    for (int ni : r.nodes) skipped_nodes_.insert(ni);
+    for (int ni : r.nodes) skipped_nodes_[ni] = 1;
     if (o_.attention == Attention::kFused && (r.causal_mask || r.full_mask)) {
       dropped.insert(r.mask);
       if (r.k_kv >= 0) {
@@ -1923,17 +1914,17 @@ Result<Schedule> Builder::Build() {
         needed.insert({r.k_kv, r.v_kv});
       }
     }
-    regions_[r.last_node] = r;
+    regions_[r.last_node] = &r;
   }
   for (const RnnRegion& r : a_.rnn) {
-    for (int ni : r.nodes) skipped_nodes_.insert(ni);
+    for (int ni : r.nodes) skipped_nodes_[ni] = 1;
     const int last = r.layers.back();
-    rnn_regions_[last] = r;
+    rnn_regions_[last] = &r;
   }
   SkipUnusedFeeders(dropped, needed);
   for (const FusedRegion& r : a_.fused) {
-    for (int ni : r.nodes) skipped_nodes_.insert(ni);
-    fused_[r.last_node] = r;
+    for (int ni : r.nodes) skipped_nodes_[ni] = 1;
+    fused_[r.last_node] = &r;
   }
   // About one op per node (casts and copies add a few): reserved, so that a
   // large graph's ops are not held twice while the vector grows.
@@ -1981,7 +1972,7 @@ void Builder::SkipUnusedFeeders(std::set<int> tensors, const std::set<int>& need
     changed = false;
     for (auto it = tensors.begin(); it != tensors.end();) {
       const int p = g_.tensors[*it].producer;
-      if (p < 0 || skipped_nodes_.count(p)) {
+      if (p < 0 || skipped_nodes_[p]) {
         it = tensors.erase(it);
         continue;
       }
@@ -1993,7 +1984,7 @@ void Builder::SkipUnusedFeeders(std::set<int> tensors, const std::set<int>& need
         if (needed.count(out)) unused = false;
         for (int o : g_.outputs) unused = unused && o != out;
         for (int c : g_.tensors[out].consumers) {
-          if (skipped_nodes_.count(c)) continue;
+          if (skipped_nodes_[c]) continue;
           bool shape_only = true;
           for (int co : g_.nodes[c].outputs) {
             shape_only = shape_only && (co < 0 || g_.tensors[co].has_values);
@@ -2005,7 +1996,7 @@ void Builder::SkipUnusedFeeders(std::set<int> tensors, const std::set<int>& need
         ++it;
         continue;
       }
-      skipped_nodes_.insert(p);
+      skipped_nodes_[p] = 1;
       it = tensors.erase(it);
       for (int in : g_.nodes[p].inputs) {
         if (in >= 0) tensors.insert(in);
@@ -2080,7 +2071,7 @@ void Builder::ProcessNode(int ni) {
   {
     auto fit = fused_.find(ni);
     if (fit != fused_.end()) {
-      const FusedRegion& r = fit->second;
+      const FusedRegion& r = *fit->second;
       const OpDef* def = FindOp("", r.op_type);
       if (def && def->group_norm_workspaces) {
         AddGroupNorm(r, ni, def);
@@ -2095,16 +2086,16 @@ void Builder::ProcessNode(int ni) {
     }
     auto rit = rnn_regions_.find(ni);
     if (rit != rnn_regions_.end()) {
-      AppendRnn(rit->second, g_.nodes[ni].Label(ni));
+      AppendRnn(*rit->second, g_.nodes[ni].Label(ni));
       return;
     }
     auto it = regions_.find(ni);
     if (it != regions_.end()) {
-      AppendAttention(it->second, g_.nodes[ni].Label(ni));
+      AppendAttention(*it->second, g_.nodes[ni].Label(ni));
       ++s_.attention_regions;
       return;
     }
-    if (skipped_nodes_.count(ni)) return;
+    if (skipped_nodes_[ni]) return;
     AddNode(ni);
   }
 }
