@@ -22,11 +22,13 @@ constexpr int64_t kBackwardExtraBytes = 1LL << 20;
 
 }  // namespace
 
-std::vector<size_t> BackwardInputOrder(const Schedule& s, const ExecOp& op, bool addmm) {
-  std::vector<size_t> order(op.in.size());
+void BackwardInputOrder(const Schedule& s, const ExecOp& op, bool addmm,
+                        std::vector<size_t>* order_out) {
+  std::vector<size_t>& order = *order_out;
+  order.resize(op.in.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   if (!op.def || !op.def->matmul_operands || op.in.size() < 2 || op.in[0] < 0 || op.in[1] < 0) {
-    return order;
+    return;
   }
   const size_t r0 = s.vals[op.in[0]].shape.size();
   const size_t r1 = s.vals[op.in[1]].shape.size();
@@ -37,7 +39,6 @@ std::vector<size_t> BackwardInputOrder(const Schedule& s, const ExecOp& op, bool
     mat2_first = !addmm && r1 >= 2 && !(r0 <= 2 && r1 >= 3);
   }
   if (mat2_first) std::swap(order[0], order[1]);
-  return order;
 }
 
 void Simulator::LoadModel() {
@@ -537,8 +538,9 @@ void Simulator::Backward() {
     const int input_copy =
         op.bwd_input_copy_bytes > 0 ? AllocNew(op.bwd_input_copy_bytes, Category::kTransients) : -1;
     Use(op_rule);
-    std::vector<std::pair<int, int>> produced;  // (input val, grad storage)
-    bool deferred_bias = false;                 // addmm: the product's backward makes it
+    std::vector<std::pair<int, int>>& produced = produced_;  // (input val, grad storage)
+    produced.clear();
+    bool deferred_bias = false;  // addmm: the product's backward makes it
     const int out_grad =
         op.out.empty() || op.out[0] < 0 || !grad_of_.count(op.out[0]) ? -1 : grad_of_[op.out[0]];
     // A gradient laid out for a permuted view, reshaped back to the
@@ -612,7 +614,8 @@ void Simulator::Backward() {
         break;
       }
       case GradKind::kNew:
-        for (size_t i : BackwardInputOrder(s_, op, addmm_bias_.count(static_cast<int>(k)) > 0)) {
+        BackwardInputOrder(s_, op, addmm_bias_.count(static_cast<int>(k)) > 0, &input_order_);
+        for (size_t i : input_order_) {
           if (!op.grad_in[i]) continue;
           const int v = op.in[i];
           if (i < op.grad_in_weight_pass.size() && op.grad_in_weight_pass[i]) continue;

@@ -50,8 +50,10 @@ static_assert(sizeof(Storage) <= 24, "Storage is held per allocation: keep it sm
 // bmm on (in[0], in[1]) unless in[1] is a vector (mv, dot: self first) or
 // in[0] has at most 2 dimensions against in[1]'s 3 or more (matmul folds
 // the larger operand: mm(in[1]^T, in[0]^T), whose mat2 is in[0]). A Gemm
-// with C is addmm, without it mm. Other ops: input order.
-std::vector<size_t> BackwardInputOrder(const Schedule& s, const ExecOp& op, bool addmm);
+// with C is addmm, without it mm. Other ops: input order. Written to
+// `order` (its memory reused from call to call).
+void BackwardInputOrder(const Schedule& s, const ExecOp& op, bool addmm,
+                        std::vector<size_t>* order);
 
 // Replays the training (or inference) protocol of the calibration script
 // over a schedule and records allocator events.
@@ -387,6 +389,10 @@ class Simulator {
   /// non-contiguous view (a Slice's zeros, an unbind's stack of a permuted
   /// tensor): reshaped back through a view, PyTorch copies them.
   std::unordered_set<int> permuted_grads_;
+  // Backward's per-op lists, kept so that their memory is reused from op to
+  // op: the gradients an op produced, and its inputs in backward order.
+  std::vector<std::pair<int, int>> produced_;
+  std::vector<size_t> input_order_;
   /// Per Slice of an unbind call (ExecOp::stack_leader): the ops of its call.
   std::unordered_map<int, std::vector<int>> stack_members_;
   std::vector<int> param_grad_;  // by param index
