@@ -356,20 +356,25 @@ struct Probe {
   bool Fits(int64_t usable) const { return !over_limit && !int32_overflow && Need() <= usable; }
 };
 
-// The advisor's planners keep only the schedule built last. Its searches
-// seldom plan one binding of one precision twice (the replay search: a
-// checkpointed placement's first batch is the answer without checkpointing,
-// planned just before), and a kept schedule is memory the process writes
-// for the first time, whose page faults cost more than the rare rebuild:
-// advise on llama_1b_train (2 threads) 80 -> 62 MiB peak RSS and about 5 %
-// less wall time, --search full 182 -> 93 MiB; none of the five exports
-// timed (llama_1b, gpt2, qwen_bigvocab, resnet50, unet_ldm) got slower.
-constexpr size_t kAdvisorKeptScheduleItems = 0;
+// The replay search's planners keep only the schedule built last: it
+// seldom plans one binding of one precision twice (a checkpointed
+// placement's first batch is the answer without checkpointing, planned just
+// before), and a kept schedule is memory the process writes for the first
+// time, whose page faults cost more than the rare rebuild: advise on
+// llama_1b_train (2 threads) 80 -> 62 MiB peak RSS and about 5 % less wall
+// time; none of the five exports timed (llama_1b, gpt2, qwen_bigvocab,
+// resnet50, unet_ldm) got slower. The planned searches plan a batch's fit
+// test, then the batch in full, and keep CandidatePlanner's default (with
+// only the last one kept, the 20 k-node chain's full search took 2.9 and
+// 3.5 CPU-s in two runs, against 2.5 and 2.7).
+constexpr size_t kReplaySearchKeptScheduleItems = 0;
 
 class Searcher {
  public:
   Searcher(const Graph& g, const AdviseRequest& r)
-      : planner_(g, ProbeOptions(r), CandidatePlanner::kKeptTensors, kAdvisorKeptScheduleItems),
+      : planner_(g, ProbeOptions(r), CandidatePlanner::kKeptTensors,
+                 r.search == BatchSearchKind::kReplay ? kReplaySearchKeptScheduleItems
+                                                      : CandidatePlanner::kKeptScheduleItems),
         r_(r) {}
 
   /// What every probe plans: the request's options, trained, with its context.
