@@ -530,6 +530,19 @@ class Searcher {
   int plans_ = 0;
 };
 
+// What the replay search read off one batch under its model: the live
+// bytes of its sized events and, where those were within the budget, the
+// replay's figures at the fit test's limit.
+struct ReplayedBatch {
+  int64_t live = -1;
+  bool replayed = false;
+  Result<StepFigures> figures = Status::Error("not replayed");
+  /// Whether what was read depends on which storages are unmeasured: only
+  /// a replay that ran to the end reads them (StepFigures::unbacked).
+  bool ReadsFlags() const { return replayed && figures.ok() && !figures->over_limit; }
+};
+using ReplayedBatches = std::map<int64_t, ReplayedBatch>;
+
 // One candidate's batch search by the batch model (BatchSearchKind::kReplay).
 // A batch is judged by its plan where one was made, else by the model's
 // replay; the answer is always planned, and accepted where the model
@@ -541,10 +554,21 @@ class ReplaySearch {
   /// `inherited`: the model another candidate's search ended with (the
   /// first precision's at this placement, one that moves the same bytes; may
   /// be null), taken over with this candidate's own rules before anything is
-  /// planned; the answer's plan checks it.
+  /// planned; the answer's plan checks it. `inherited_replays`: what that
+  /// search read off its batches under it (may be null). While this search
+  /// judges by the model taken over, the events are the same: a batch is
+  /// read from there where that did not depend on the unmeasured storages
+  /// (past the budget on its live bytes, or its replay stopped over the
+  /// limit) or they are the same.
   ReplaySearch(Searcher* s, Precision p, std::vector<std::string> ckpt, int64_t usable, int64_t cap,
-               const BatchModel* inherited)
-      : s_(*s), p_(p), ckpt_(std::move(ckpt)), usable_(usable), cap_(cap), inherited_(inherited) {
+               const BatchModel* inherited, const ReplayedBatches* inherited_replays)
+      : s_(*s),
+        p_(p),
+        ckpt_(std::move(ckpt)),
+        usable_(usable),
+        cap_(cap),
+        inherited_(inherited),
+        inherited_replays_(inherited_replays) {
     options_ = Searcher::ProbeOptions(s_.request());
     options_.precision = p;
   }
@@ -555,6 +579,8 @@ class ReplaySearch {
   /// The model the search ended with (none where it planned alone), moved
   /// out of the search.
   std::optional<BatchModel> TakeModel() { return std::move(model_); }
+  /// What it read off its batches under that model, moved out of the search.
+  ReplayedBatches TakeReplayed() { return std::move(replayed_); }
 
   Result<BatchSearch> Run(int64_t start) {
     BatchSearch out;
@@ -609,7 +635,9 @@ class ReplaySearch {
     BatchSearch out;
     if (model) {
       model_ = std::move(model);
+      on_inherited_ = true;
       judged_.clear();
+      replayed_.clear();
       scratch_.clear();
     }
     int64_t answer = start;
@@ -682,7 +710,9 @@ class ReplaySearch {
 
   void Refit(int64_t b1, int64_t b2) {
     model_.reset();
+    on_inherited_ = false;
     judged_.clear();
+    replayed_.clear();
     scratch_.clear();
     const Probe* x = s_.Cached(b1, p_, ckpt_);
     const Probe* y = s_.Cached(b2, p_, ckpt_);
@@ -830,15 +860,13 @@ class ReplaySearch {
     // Past the budget before any replay: the events' rounded sizes alone,
     // which the allocated (and reserved) bytes never go below.
     ++replays_;
-    const int64_t live = model_->SizeAt(b, &scratch_);
-    if (live < 0 || live + context > usable_) {
+    const ReplayedBatch& r = Replayed(b);
+    const int64_t live = r.live;
+    if (!r.replayed) {
       j.need = j.allocated_need = live < 0 ? INT64_MAX : live + context;
       return judged_.emplace(b, j).first->second;
     }
-    // A replay sure to reserve more than the budget stops there (lower
-    // bounds, as a plan over its limit gives them): At's figures, the
-    // events sized above.
-    auto f = FiguresOf(scratch_, options_, std::max<int64_t>(0, usable_ - context));
+    const Result<StepFigures>& f = r.figures;
     if (!f.ok()) {
       // Sizes past what a plan can have: nothing this large fits.
       j.need = j.allocated_need = INT64_MAX;
@@ -853,6 +881,31 @@ class ReplaySearch {
       j.fits = j.need <= usable_ && b < overflow_from_ && b < no_fits_from_;
     }
     return judged_.emplace(b, j).first->second;
+  }
+
+  // The live bytes at `b` and, within the budget, the replay (one sure to
+  // reserve more than the budget stops there: lower bounds, as a plan over
+  // its limit gives them): At's figures. Kept until the model changes (a
+  // batch is judged again when the batches that may fit change); read from
+  // the inherited search's where that holds (see the constructor).
+  const ReplayedBatch& Replayed(int64_t b) {
+    auto own = replayed_.find(b);
+    if (own != replayed_.end()) return own->second;
+    if (on_inherited_ && inherited_replays_ != nullptr && inherited_ != nullptr) {
+      auto it = inherited_replays_->find(b);
+      if (it != inherited_replays_->end() &&
+          (!it->second.ReadsFlags() || model_->SameFlagsAt(b, *inherited_))) {
+        return replayed_.emplace(b, it->second).first->second;
+      }
+    }
+    const int64_t context = s_.request().context_bytes;
+    ReplayedBatch r;
+    r.live = model_->SizeAt(b, &scratch_);
+    if (r.live >= 0 && r.live + context <= usable_) {
+      r.replayed = true;
+      r.figures = FiguresOf(scratch_, options_, std::max<int64_t>(0, usable_ - context));
+    }
+    return replayed_.emplace(b, std::move(r)).first->second;
   }
 
   // LargestBatchPredicted from `start`, then past its answer the dip scan
@@ -917,6 +970,9 @@ class ReplaySearch {
   int64_t usable_;
   int64_t cap_;
   const BatchModel* inherited_;
+  const ReplayedBatches* inherited_replays_;
+  bool on_inherited_ = false;  // model_ is inherited_ Under this search's options
+  ReplayedBatches replayed_;   // what was read under model_, by batch
   PlanOptions options_;
   std::optional<BatchModel> model_;
   std::vector<StepStream> scratch_;   // model_'s events, sized for the last batch judged
@@ -1005,7 +1061,9 @@ struct PlacementTask {
   int64_t answer = 0;                       ///< Its batch (0: none fits, or skipped).
   std::shared_ptr<const BatchModel> model;  ///< The replay search's, at its end, if read.
   bool model_read = false;                  ///< A later task reads `model`.
-  std::vector<Candidate> candidates;        ///< Kept ones, in order.
+  /// What the search read off its batches under `model` (TakeReplayed).
+  std::shared_ptr<const ReplayedBatches> replayed;
+  std::vector<Candidate> candidates;  ///< Kept ones, in order.
   /// Notes in order; `no_saving` ones are kept only for the first task
   /// that has one (the advice warns once).
   std::vector<std::pair<bool, std::string>> notes;
@@ -1188,7 +1246,9 @@ Status RunTask(Searcher& s, const AdviseShared& sh, std::vector<PlacementTask>& 
     const BatchModel* inherited = t.prev_same >= 0 && SameBytes(t.p, tasks[t.prev_same].p)
                                       ? tasks[t.prev_same].model.get()
                                       : nullptr;
-    ReplaySearch search(&s, t.p, c.checkpoint, sh.usable, sh.cap, inherited);
+    const ReplayedBatches* inherited_replays =
+        inherited != nullptr ? tasks[t.prev_same].replayed.get() : nullptr;
+    ReplaySearch search(&s, t.p, c.checkpoint, sh.usable, sh.cap, inherited, inherited_replays);
     auto found = search.Run(start);
     if (!found.ok()) return found.status();
     c.batch = found->batch;
@@ -1196,7 +1256,10 @@ Status RunTask(Searcher& s, const AdviseShared& sh, std::vector<PlacementTask>& 
     t.replays += search.replays();
     if (t.model_read) {
       std::optional<BatchModel> model = search.TakeModel();
-      if (model) t.model = std::make_shared<const BatchModel>(std::move(*model));
+      if (model) {
+        t.model = std::make_shared<const BatchModel>(std::move(*model));
+        t.replayed = std::make_shared<const ReplayedBatches>(search.TakeReplayed());
+      }
     }
   } else {
     auto found = r.search == BatchSearchKind::kPredicted

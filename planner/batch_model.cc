@@ -282,6 +282,14 @@ std::vector<bool> BatchModel::FlagsAt(size_t v, int64_t batch) const {
   return either;
 }
 
+bool BatchModel::SameFlagsAt(int64_t batch, const BatchModel& other) const {
+  if (streams_.size() != other.streams_.size()) return false;
+  for (size_t v = 0; v < streams_.size(); ++v) {
+    if (FlagsAt(v, batch) != other.FlagsAt(v, batch)) return false;
+  }
+  return true;
+}
+
 bool BatchModel::Predicts(int64_t batch, const std::vector<StepStream>& streams) const {
   if (!SameEvents(batch, streams)) return false;
   for (size_t v = 0; v < streams.size(); ++v) {

@@ -105,6 +105,11 @@ class BatchModel {
   /// `options`. Predicts tells whether that holds at a planned batch.
   [[nodiscard]] BatchModel Under(const PlanOptions& options) const;
 
+  /// Whether `other` (this model Under other options, or the model it was
+  /// taken Under from) has the same storages unmeasured at `batch`: then
+  /// both give the same events there, and the same figures.
+  [[nodiscard]] bool SameFlagsAt(int64_t batch, const BatchModel& other) const;
+
   /// Whether the two batches it was fitted at have the same storages
   /// unmeasured (else those between are taken as unmeasured where either is).
   [[nodiscard]] bool SameFlags() const { return low_flags_ == high_flags_; }

@@ -143,6 +143,22 @@ TEST(BatchModel, SizeAtSizesForTheReplayAndGivesTheLivePeak) {
   EXPECT_EQ(m->SizeAt(0, &scratch), -1);
 }
 
+// SameFlagsAt compares the unmeasured storages two models of the same events
+// give at a batch: the same below the batches fitted (both measured there),
+// not between them or past them, where one has the temporaries unmeasured.
+TEST(BatchModel, SameFlagsAtComparesTheUnmeasuredStoragesAtABatch) {
+  auto unmeasured = BatchModel::Fit(2, Step(2, 4), 6, Step(6, 4));
+  auto measured = BatchModel::Fit(2, Step(2), 6, Step(6));
+  ASSERT_TRUE(unmeasured.ok()) << unmeasured.message();
+  ASSERT_TRUE(measured.ok()) << measured.message();
+  EXPECT_TRUE(unmeasured->SameFlagsAt(1, measured.value()));
+  EXPECT_TRUE(unmeasured->SameFlagsAt(2, measured.value()));
+  for (int64_t b : {3, 5, 6, 9}) {
+    EXPECT_FALSE(unmeasured->SameFlagsAt(b, measured.value())) << b;
+    EXPECT_TRUE(unmeasured->SameFlagsAt(b, unmeasured.value())) << b;
+  }
+}
+
 // A size whose growth is not a whole number of bytes per sample is read on
 // the line through its two sizes, rounded down: 1 MiB at batch 1 and
 // 1 MiB + 1025 B at 3 give 1 MiB + 512 B at 2 (one 512 B granule; rounded
