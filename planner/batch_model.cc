@@ -205,7 +205,7 @@ bool BatchModel::SizeFor(int64_t batch, std::vector<StepStream>* out) const {
 namespace {
 
 // The most bytes sized events hold at once, each rounded as the allocator
-// rounds a request (BatchModel::LivePeak).
+// rounds a request (BatchModel::SizeAt).
 int64_t LiveBytesPeak(const std::vector<StepStream>& sized) {
   int64_t most = 0;
   for (const StepStream& st : sized) {
@@ -229,11 +229,6 @@ int64_t LiveBytesPeak(const std::vector<StepStream>& sized) {
 }
 
 }  // namespace
-
-int64_t BatchModel::LivePeak(int64_t batch) const {
-  std::vector<StepStream> sized;
-  return SizeAt(batch, &sized);
-}
 
 int64_t BatchModel::SizeAt(int64_t batch, std::vector<StepStream>* scratch) const {
   if (!SizeFor(batch, scratch)) return -1;

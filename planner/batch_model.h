@@ -74,15 +74,12 @@ class BatchModel {
                                        int64_t reserved_limit = -1,
                                        std::vector<StepStream>* scratch = nullptr) const;
 
-  /// A lower bound of StepFigures::allocated at `batch`, without the
-  /// replay: the most bytes its events hold at once, each rounded as the
-  /// allocator rounds a request (a block is never smaller); -1 where a size
-  /// would be out of range.
-  [[nodiscard]] int64_t LivePeak(int64_t batch) const;
-
-  /// LivePeak and At's sizing in one pass: the events sized for `batch`
-  /// into `scratch` (as At's) and LivePeak(batch) returned (-1: out of
-  /// range, nothing sized). FiguresOf(*scratch, ...) is then At(batch, ...).
+  /// The events sized for `batch` into `scratch` (as At's: FiguresOf
+  /// (*scratch, ...) is then At(batch, ...)), and a lower bound of
+  /// StepFigures::allocated there without the replay: the most bytes the
+  /// events hold at once, each rounded as the allocator rounds a request (a
+  /// block is never smaller); -1 where a size would be out of range
+  /// (nothing sized).
   [[nodiscard]] int64_t SizeAt(int64_t batch, std::vector<StepStream>* scratch) const;
 
   /// Whether `streams` (a plan's at `batch`) are the events the model gives

@@ -104,9 +104,11 @@ TEST(BatchModel, GivesTheStepOfAnyBatchOnItsLines) {
     EXPECT_EQ(got.reserved, want.reserved) << b;
     EXPECT_EQ(got.unbacked, want.unbacked) << b;
     EXPECT_TRUE(m->Predicts(b, Step(b))) << b;
-    EXPECT_EQ(m->LivePeak(b), (8 + 6 * b) * MiB) << b;
+    std::vector<StepStream> sized;
+    EXPECT_EQ(m->SizeAt(b, &sized), (8 + 6 * b) * MiB) << b;
   }
-  EXPECT_EQ(m->LivePeak(0), -1);
+  std::vector<StepStream> sized;
+  EXPECT_EQ(m->SizeAt(0, &sized), -1);
   EXPECT_FALSE(m->At(0, Train()).ok());
 }
 
@@ -122,7 +124,7 @@ TEST(BatchModel, ScratchGivesWhatAFreshCallGives) {
   }
 }
 
-// SizeAt sizes the scratch as At does and returns LivePeak: the replay of
+// SizeAt sizes the scratch as At does and returns the live peak: the replay of
 // what it sized is At's, unmeasured flags included (the temporaries from
 // batch 4: measured at and below 2, unmeasured between the two fitted
 // batches and past 6); out of range it says -1.
@@ -217,7 +219,8 @@ TEST(BatchModel, RefusesBatchesWhereASizeLeavesItsRange) {
   ASSERT_TRUE(m.ok()) << m.message();
   EXPECT_TRUE(m->At(3, Train()).ok());
   EXPECT_FALSE(m->At(4, Train()).ok());
-  EXPECT_EQ(m->LivePeak(4), -1);
+  std::vector<StepStream> sized;
+  EXPECT_EQ(m->SizeAt(4, &sized), -1);
 }
 
 // The temporaries are unmeasured from batch 4 up: each fitted batch's own
