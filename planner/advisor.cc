@@ -1221,6 +1221,13 @@ bool SameBytes(Precision a, Precision b) {
   return a == b || (kind(a) != 0 && kind(a) == kind(b));
 }
 
+// The task whose batch model `t` takes over in the replay search (the
+// previous precision's at this placement, one that moves the same bytes),
+// or -1.
+int ModelSource(const std::vector<PlacementTask>& tasks, const PlacementTask& t) {
+  return t.prev_same >= 0 && SameBytes(t.p, tasks[t.prev_same].p) ? t.prev_same : -1;
+}
+
 // Runs task `t` on worker searcher `s`; `tasks` holds its finished deps.
 Status RunTask(Searcher& s, const AdviseShared& sh, std::vector<PlacementTask>& tasks,
                PlacementTask& t) {
@@ -1243,11 +1250,10 @@ Status RunTask(Searcher& s, const AdviseShared& sh, std::vector<PlacementTask>& 
                                                   static_cast<double>(tasks[t.prev_none].answer)));
   }
   if (r.search == BatchSearchKind::kReplay) {
-    const BatchModel* inherited = t.prev_same >= 0 && SameBytes(t.p, tasks[t.prev_same].p)
-                                      ? tasks[t.prev_same].model.get()
-                                      : nullptr;
+    const int source = ModelSource(tasks, t);
+    const BatchModel* inherited = source >= 0 ? tasks[source].model.get() : nullptr;
     const ReplayedBatches* inherited_replays =
-        inherited != nullptr ? tasks[t.prev_same].replayed.get() : nullptr;
+        inherited != nullptr ? tasks[source].replayed.get() : nullptr;
     ReplaySearch search(&s, t.p, c.checkpoint, sh.usable, sh.cap, inherited, inherited_replays);
     auto found = search.Run(start);
     if (!found.ok()) return found.status();
@@ -1412,9 +1418,8 @@ Result<Advice> AdviseOneStrategy(const Graph& g, const AdviseRequest& request) {
   // it inherits; OptimalPlacement, this precision's without checkpointing):
   // only those are kept past their task.
   for (const PlacementTask& t : tasks) {
-    if (t.prev_same >= 0 && SameBytes(t.p, tasks[t.prev_same].p)) {
-      tasks[t.prev_same].model_read = true;
-    }
+    const int source = ModelSource(tasks, t);
+    if (source >= 0) tasks[source].model_read = true;
     if (t.pl == CheckpointStrategy::kAll && t.none >= 0) tasks[t.none].model_read = true;
   }
   // kNone's start: the answer of the precision it starts from, or (planned
