@@ -135,6 +135,19 @@ enum class MaskMaker {
   kTriangle,    ///< A triangle of a matrix (Trilu).
 };
 
+/// Where an op's backward makes its incoming gradient contiguous, when that
+/// gradient reaches it in another order (through a transpose's backward).
+enum class GradOutputCopy : uint8_t {
+  kNone,
+  /// Before the inputs' gradients: cudnn_convolution_backward's
+  /// grad_output.contiguous(memory_format).
+  kBeforeGrads,
+  /// After them: layer_norm_backward_cuda allocates dX, dgamma and dbeta,
+  /// then calls its kernel with dY.contiguous()
+  /// (aten/src/ATen/native/cuda/layer_norm_kernel.cu).
+  kAfterGrads,
+};
+
 /// How an op's output takes a channels-last layout.
 enum class ChannelsLastRule : uint8_t {
   kNever,
@@ -176,6 +189,8 @@ struct OpDef {
   bool contiguous_in_kernel = false;
   /// When output 0 is channels-last (IsChannelsLast).
   ChannelsLastRule channels_last = ChannelsLastRule::kNever;
+  /// The backward's copy of a transposed incoming gradient.
+  GradOutputCopy grad_output_copy = GradOutputCopy::kNone;
   /// Inputs 0 and 1 are matmul operands: copied when matmul's stride rules
   /// need it; a following bias Add joins it as one addmm.
   bool matmul_operands = false;

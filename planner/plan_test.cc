@@ -474,6 +474,64 @@ TEST(Plan, LayerNormCopiesATransposedInputInsideEachCall) {
   for (const StepEvent& e : ev) EXPECT_NE(e.node, "contiguous(ln)");
 }
 
+// wav2vec2's LayerNorm feature encoder: conv, transpose, LayerNorm over the
+// channels, transpose back. The gradient reaching the convolution's output
+// and the LayerNorm's comes through a transpose's backward, in another order:
+// cudnn_convolution_backward copies it (grad_output.contiguous()) before its
+// gradients, layer_norm_backward_cuda (dY.contiguous()) after dX (H200 trace
+// of wav2vec2_ln_c b32 fp32, events 2301-2314); each copy lives for its call.
+TEST(Plan, ATransposedGradientIsCopiedByConvolutionAndLayerNorm) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(16), D(40)});
+  b.Init("w0", {32, 16, 3});
+  b.Init("gamma", {32});
+  b.Init("beta", {32});
+  b.Init("w1", {8, 32, 3});
+  b.Op("Conv", {"x", "w0"}, {"c0"}, "conv0");  // [N, 32, 38]
+  b.Op("Transpose", {"c0"}, {"t0"}, "t0").attrs["perm"] = IntsAttr({0, 2, 1});
+  b.Op("LayerNormalization", {"t0", "gamma", "beta"}, {"ln"}, "ln").attrs["axis"] =
+      testing_util::IntAttr(-1);  // [N, 38, 32]
+  b.Op("Transpose", {"ln"}, {"t1"}, "t1").attrs["perm"] = IntsAttr({0, 2, 1});
+  b.Op("Relu", {"t1"}, {"r"}, "relu");  // keeps the transposed layout
+  b.Op("Conv", {"r", "w1"}, {"c1"}, "conv1");
+  b.Output("c1");
+  PlanOptions o = Train(Optimizer::kSgd);
+  o.keep_events = true;
+  const std::vector<StepEvent> ev = FirstStepEvents(PlanOf(b, 4, o));
+  const int64_t n = 4 * 32 * 38 * 4;  // c0, ln and r
+  auto backward_of = [&](const std::string& node) {
+    std::vector<int64_t> bytes;
+    for (const StepEvent& e : ev) {
+      if (e.node == node && e.phase == Phase::kBackward) bytes.push_back(e.bytes);
+    }
+    return bytes;
+  };
+  // conv0 (no input gradient): the output gradient's copy, the weight
+  // gradient, the workspace; then the copy and the incoming gradient go.
+  const int64_t dw0 = 32 * 16 * 3 * 4;
+  const std::vector<int64_t> conv0 = backward_of("conv0");
+  ASSERT_GE(conv0.size(), 2u);
+  EXPECT_EQ(conv0[0], n);
+  EXPECT_EQ(conv0[1], dw0);
+  EXPECT_EQ(std::count(conv0.begin(), conv0.end(), -n), 2);
+  // ln: the saved input's copy, dX, dgamma, dbeta, then dY's copy; the two
+  // copies, the incoming gradient and the saved input go.
+  const std::vector<int64_t> ln = backward_of("ln");
+  ASSERT_GE(ln.size(), 5u);
+  EXPECT_EQ(ln[0], n);
+  EXPECT_EQ(ln[1], n);
+  EXPECT_EQ(ln[4], n);
+  EXPECT_EQ(std::count(ln.begin(), ln.end(), n), 3);
+  EXPECT_EQ(std::count(ln.begin(), ln.end(), -n), 4);
+  // conv1's output gradient comes as it was made: not copied (only freed);
+  // its transposed input is copied for the call, then dX.
+  const std::vector<int64_t> conv1 = backward_of("conv1");
+  ASSERT_GE(conv1.size(), 2u);
+  EXPECT_EQ(conv1[0], n);
+  EXPECT_EQ(conv1[1], n);
+  EXPECT_EQ(std::count(conv1.begin(), conv1.end(), 4 * 8 * 36 * 4), 0);
+}
+
 // A linear layer with bias on 2-D or contiguous input runs as one addmm:
 // AddmmBackward0 makes mat1's gradient, then mat2's (derivatives in sorted
 // name order), and the engine sums `self`'s to the bias afterwards

@@ -551,6 +551,9 @@ class Builder {
   bool MatMulNeedsCopy(int v, int rank_other) const;
   /// Output 0 is channels-last, by the op's OpDef::channels_last rule.
   bool ChannelsLastOutput(const OpDef* def, const std::vector<int>& in) const;
+  bool SharedPermutedLayout(const OpDef* def, const std::vector<int>& in,
+                            const std::vector<int64_t>& out_shape,
+                            std::vector<int64_t>* strides) const;
 
   const Graph& g_;
   const PlanOptions& o_;
@@ -817,6 +820,36 @@ bool Builder::ChannelsLastOutput(const OpDef* def, const std::vector<int>& in) c
   return false;
 }
 
+// A TensorIterator op writes its output in its operands' layout
+// (ElementwiseOutputStrides). Planned so where every operand of the output's
+// full shape has one permuted layout that is not channels-last (a transposed
+// view), the others broadcast (a scalar, a bias): the steps of a GELU that
+// the TorchScript exporter decomposes into Div, Erf, Add and Mul, run on
+// wav2vec2's `hidden_states.transpose(-2, -1)` after its feature encoder's
+// LayerNorm, keep that layout, and the convolution after them copies its
+// input (H200 trace of wav2vec2_ln_c b32 fp32, events 117 and 2312-2314).
+// Where full-size operands disagree (a residual add of a contiguous tensor
+// and a transposed one) the output stays planned contiguous, as before.
+bool Builder::SharedPermutedLayout(const OpDef* def, const std::vector<int>& in,
+                                   const std::vector<int64_t>& out_shape,
+                                   std::vector<int64_t>* strides) const {
+  if (def == nullptr || !def->tensor_iterator) return false;
+  const std::vector<int64_t>* shared = nullptr;
+  for (int v : in) {
+    if (v < 0) continue;
+    const Val& x = s_.vals[v];
+    if (x.shape != out_shape) continue;  // broadcast (or a scalar)
+    if (x.strides.size() != x.shape.size()) return false;
+    if (shared != nullptr && *shared != x.strides) return false;
+    shared = &x.strides;
+  }
+  if (shared == nullptr || IsContiguous(out_shape, *shared) || IsChannelsLast(out_shape, *shared)) {
+    return false;
+  }
+  *strides = ElementwiseOutputStrides(out_shape, {{out_shape, *shared}});
+  return true;
+}
+
 bool Builder::MatMulNeedsCopy(int v, int rank_other) const {
   const Val& x = s_.vals[v];
   const size_t r = x.shape.size();
@@ -973,6 +1006,7 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
   bool any_grad = false;
   for (int v : in) any_grad = any_grad || (v >= 0 && s_.vals[v].requires_grad);
   const bool differentiable = def ? def->differentiable : false;
+  std::vector<int64_t> shared_strides;
   for (size_t k = 0; k < outs.size(); ++k) {
     const int t = outs[k];
     if (t < 0) {
@@ -1003,6 +1037,9 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
       // transposed (H200 trace lstm_lm_b bf16 b16: the head's linear copies it).
       v.strides =
           ElementwiseOutputStrides(v.shape, {{s_.vals[in[0]].shape, s_.vals[in[0]].strides}});
+    }
+    if (k == 0 && SharedPermutedLayout(def, in, v.shape, &shared_strides)) {
+      v.strides = shared_strides;
     }
     v.bytes = BytesOf(v.shape, v.dtype);
     v.requires_grad = differentiable && any_grad && IsFloat(v.dtype);

@@ -540,6 +540,58 @@ TEST(Schedule, KernelsThatCopyTheirInputInsideSaveItAsGiven) {
   EXPECT_EQ(gn->fwd_temp_bytes, 0);
 }
 
+// TensorIterator ops keep the layout their full-size operands share
+// (broadcast operands vote on nothing): a GELU decomposed into Div, Erf, Add
+// and Mul over a transposed view stays transposed, so the 1-D convolution
+// after it copies its input inside the call. A residual add of a contiguous
+// tensor and a transposed one stays planned contiguous.
+TEST(Schedule, ElementwiseOpsKeepASharedTransposedLayout) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(6), D(8)});
+  b.Init("w", {4, 8, 3});
+  b.Init("two", {});
+  b.Init("bias", {6});
+  b.Op("Relu", {"x"}, {"r"}, "relu");
+  b.Op("Transpose", {"r"}, {"rt"}, "rt").attrs["perm"] = IntsAttr({0, 2, 1});  // [N, 8, 6]
+  b.Op("Div", {"rt", "two"}, {"half"}, "div");
+  b.Op("Erf", {"half"}, {"erf"}, "erf");
+  b.Op("Add", {"erf", "bias"}, {"shifted"}, "add_bias");  // bias broadcast over [N, 8, 6]
+  b.Op("Mul", {"rt", "shifted"}, {"gelu"}, "mul");
+  b.Op("Conv", {"gelu", "w"}, {"c"}, "conv");  // [N, 4, 4]
+  b.Op("Transpose", {"x"}, {"xt"}, "xt").attrs["perm"] = IntsAttr({0, 2, 1});
+  b.Op("Relu", {"xt"}, {"relu_t"}, "relu_t");  // a transposed single operand
+  b.Op("Add", {"r", "r"}, {"rr"}, "rr");       // contiguous
+  b.Op("Transpose", {"rr"}, {"rrt"}, "rrt").attrs["perm"] = IntsAttr({0, 2, 1});
+  b.Op("Add", {"gelu", "rrt"}, {"mixed_same"}, "mixed_same");  // both transposed
+  b.Output("c");
+  b.Output("relu_t");
+  b.Output("mixed_same");
+  auto s = Build(&b, 2, Precision::kFp32);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const Shape transposed = {48, 1, 8};  // [2, 8, 6] laid out as [2, 6, 8]
+  for (const char* name : {"rt", "half", "erf", "shifted", "gelu", "relu_t", "mixed_same"}) {
+    EXPECT_EQ(s->vals[b.g.Find(name)].strides, transposed) << name;
+  }
+  const ExecOp* conv = OpOfNode(s.value(), b.g, "conv");
+  ASSERT_TRUE(conv);
+  EXPECT_EQ(conv->fwd_temp_bytes, 2 * 8 * 6 * 4);
+  EXPECT_EQ(conv->bwd_input_copy_bytes, 2 * 8 * 6 * 4);
+}
+
+// A contiguous tensor and a transposed one of the same shape: TensorIterator
+// would follow the first; the plan keeps the output contiguous.
+TEST(Schedule, ElementwiseOpsOfMixedLayoutsStayContiguous) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(6), D(6)});
+  b.Op("Relu", {"x"}, {"r"}, "relu");
+  b.Op("Transpose", {"r"}, {"rt"}, "rt").attrs["perm"] = IntsAttr({0, 2, 1});
+  b.Op("Add", {"r", "rt"}, {"sum"}, "add");
+  b.Output("sum");
+  auto s = Build(&b, 2, Precision::kFp32);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(s->vals[b.g.Find("sum")].strides, (Shape{36, 6, 1}));
+}
+
 // A permuted [N, H, W, C] tensor viewed as [N, C, H, W] is channels-last:
 // convolutions run it as it is (no copy, outputs channels-last, no NHWC copy
 // workspaces), and so does a Concat of channels-last tensors.

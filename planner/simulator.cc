@@ -477,6 +477,7 @@ void Simulator::Backward() {
   Ref(g);
   grad_of_[L] = g;
   permuted_grads_.clear();
+  transposed_grads_.clear();
   stack_members_.clear();
   for (size_t k = 0; k < s_.ops.size(); ++k) {
     if (s_.ops[k].stack_leader >= 0) {
@@ -543,6 +544,22 @@ void Simulator::Backward() {
     bool deferred_bias = false;  // addmm: the product's backward makes it
     const int out_grad =
         op.out.empty() || op.out[0] < 0 || !grad_of_.count(op.out[0]) ? -1 : grad_of_[op.out[0]];
+    // A kernel that reads its incoming gradient contiguous copies one that
+    // reaches it through a transpose (wav2vec2's feature encoder transposes
+    // each convolution's output for a LayerNorm over channels and back), for
+    // the length of its call: a convolution before the inputs' gradients, a
+    // LayerNorm after them (GradOutputCopy).
+    const GradOutputCopy grad_copy_at =
+        op.def != nullptr && out_grad >= 0 && transposed_grads_.count(out_grad) > 0
+            ? op.def->grad_output_copy
+            : GradOutputCopy::kNone;
+    const int copy_rule = Mech(Mechanism::kContiguousCopy);
+    int grad_output_copy = -1;
+    if (grad_copy_at == GradOutputCopy::kBeforeGrads) {
+      Use(copy_rule);
+      grad_output_copy = AllocNew(s_.vals[op.out[0]].bytes, Category::kTransients);
+      Use(op_rule);
+    }
     // A gradient laid out for a permuted view, reshaped back to the
     // contiguous tensor the view came from: reshape cannot view it, so it
     // copies (an unbind of a permuted qkv, then the unflatten's backward).
@@ -568,6 +585,16 @@ void Simulator::Backward() {
           Ref(out_grad);
           produced.emplace_back(op.in[i], out_grad);
           if (op.grad_is_view) storages[out_grad].grad_is_view = true;
+          // A transpose's backward hands its input the gradient transposed:
+          // for a contiguous input, a gradient laid out for another order;
+          // transposed again, back in order.
+          if (i == 0 && op.def != nullptr && op.def->view == ViewRule::kTranspose) {
+            const Val& x = s_.vals[op.in[0]];
+            if (transposed_grads_.erase(out_grad) == 0 && x.strides.size() == x.shape.size() &&
+                IsContiguous(x.shape, x.strides)) {
+              transposed_grads_.insert(out_grad);
+            }
+          }
         }
         break;
       case GradKind::kBiasAdd:
@@ -643,6 +670,10 @@ void Simulator::Backward() {
         }
         break;
     }
+    if (grad_copy_at == GradOutputCopy::kAfterGrads) {
+      Use(copy_rule);
+      grad_output_copy = AllocNew(s_.vals[op.out[0]].bytes, Category::kTransients);
+    }
     Use(TempRule(k));
     std::vector<int> temps;
     for (int64_t b : op.bwd_temp_bytes) {
@@ -666,6 +697,7 @@ void Simulator::Backward() {
       Use(TempRule(k));
     }
     if (weight_copy >= 0) Free(weight_copy);
+    if (grad_output_copy >= 0) Free(grad_output_copy);
     if (input_copy >= 0) Free(input_copy);
     for (auto it = zeros.rbegin(); it != zeros.rend(); ++it) Free(*it);
     for (int st : temps) Free(st);

@@ -389,6 +389,9 @@ class Simulator {
   /// non-contiguous view (a Slice's zeros, an unbind's stack of a permuted
   /// tensor): reshaped back through a view, PyTorch copies them.
   std::unordered_set<int> permuted_grads_;
+  /// Gradient storages a transpose's backward handed on in another order
+  /// than the value they are the gradient of (a convolution copies them).
+  std::unordered_set<int> transposed_grads_;
   // Backward's per-op lists, kept so that their memory is reused from op to
   // op: the gradients an op produced, and its inputs in backward order.
   std::vector<std::pair<int, int>> produced_;

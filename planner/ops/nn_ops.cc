@@ -1435,6 +1435,7 @@ void RegisterNnOps(OpTable* t) {
     OpDef* d = t->Mutable(op);
     d->contiguous_input0 = true;
     d->contiguous_in_kernel = true;  // _convolution, convolution_backward
+    d->grad_output_copy = GradOutputCopy::kBeforeGrads;
     d->cudnn_conv = true;
     d->weight_inputs = InputBits(1, 2);
   }
@@ -1460,6 +1461,7 @@ void RegisterNnOps(OpTable* t) {
   // inside the op autograd records (native_layer_norm saves its input as
   // given); group_norm and batch_norm copy before it (the copy is saved).
   t->Mutable("LayerNormalization")->contiguous_in_kernel = true;
+  t->Mutable("LayerNormalization")->grad_output_copy = GradOutputCopy::kAfterGrads;
   t->Mutable("BatchNormalization")->buffer_inputs = InputBits(3, 31);
   t->Mutable("GroupNormalization")->group_norm_workspaces = true;
   // Pooling and resizing call .contiguous() on their input; CUDA max pooling
