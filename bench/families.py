@@ -13,13 +13,15 @@ video CNN (torchvision r3d_18), a CLIP-style dual encoder and an MLP-Mixer.
   python3 bench/families.py list-check    (the same families at other sizes: check only)
   python3 bench/families.py list-new      (four new families, `_n`: check only)
   python3 bench/families.py list-new2     (five more new families, `_n`: check only)
+  python3 bench/families.py list-check3   (a third held-out round, `_c`: check only)
   python3 bench/families.py export NAME OUTDIR
       train-mode export (dynamo, optimize=False; the TorchScript exporter when
       dynamo fails), batch dim symbolic, weights dropped (shape-only ONNX).
   python3 bench/families.py measure NAME MODE BATCH PRECISION
       one fresh process. MODE train: 3 steps of forward, the family's loss,
-      backward, AdamW step, zero_grad (autocast for amp_*, model.to(bfloat16)
-      for bf16). MODE infer: eval(), two forwards under inference_mode. Prints
+      backward, AdamW step, zero_grad (autocast for amp_*, with a GradScaler
+      for amp_fp16 as the calibration protocol does; model.to(bfloat16) for
+      bf16). MODE infer: eval(), two forwards under inference_mode. Prints
       one JSON line with absolute max_memory_allocated / max_memory_reserved
       (what `memplan plan` predicts for a fresh process).
   python3 bench/families.py trace NAME MODE BATCH PRECISION OUT.json
@@ -614,6 +616,57 @@ NEW2_MODELS = ["convnext_n", "effnet_n", "swin_n", "segformer_n", "resnext_n"]
 CHECK_MODELS.append("resnext_n_b")
 
 
+# A third held-out round (`_c`, check only, never evidence): the families
+# at sizes and configurations none of the rules were built on: a 3-layer LSTM
+# language model, a 2-layer wide GRU, a 4-level U-Net on 64x64 latents,
+# DeepLabV3 on a dilated ResNet-50 (output stride 8), a 6-layer T5 at sequence
+# 512, a multi-query LLaMA (one key-value head), a 2-layer 152 k-vocabulary Qwen2
+# and a wav2vec2 with the layer-norm feature encoder (the "large" variant's
+# stable layer norm). Measured in fp32, amp_bf16, amp_fp16 and bf16.
+
+
+def wav2vec2_ln(hidden=320, layers=4, heads=5, ffn=1280, conv_dim=(512,) * 7):
+    import transformers as T
+    cfg = T.Wav2Vec2Config(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                           intermediate_size=ffn, num_labels=12, feat_extract_norm="layer",
+                           conv_dim=list(conv_dim),
+                           do_stable_layer_norm=True, mask_time_prob=0.0, mask_feature_prob=0.0,
+                           layerdrop=0.0)
+    cfg._attn_implementation = "sdpa"
+    return HFAudio(T.Wav2Vec2ForSequenceClassification(cfg))
+
+
+MODELS.update({
+    "lstm_lm_c": (P(LstmLM, vocab=16000, emb=384, hidden=512, layers=3), tokens(16000, 160),
+                  ["tokens"], [0], "tokens", [16, 96], [32]),
+    "gru_lm_c": (P(GruLM, vocab=6000, emb=256, hidden=1024, layers=2), tokens(6000, 128),
+                 ["tokens"], [0], "tokens", [8, 48], [16]),
+    "unet_ldm_c": (P(UNet, cin=4, ch=(64, 128, 256, 256)),
+                   lambda b, d: (torch.randn(b, 4, 64, 64, device=d),), ["latent"], [0], "mse",
+                   [4, 24], [8]),
+    "deeplab_r50_c": (P(deeplab, arch="deeplabv3_resnet50", classes=8),
+                      lambda b, d: (torch.randn(b, 3, 256, 256, device=d),), ["image"], [0],
+                      "pixels", [4, 12], [4]),
+    "t5_encdec_c": (P(t5, vocab=12000, d_model=256, d_ff=1024, layers=6, heads=4),
+                    lambda b, d: (torch.randint(0, 12000, (b, 512), device=d),
+                                  torch.randint(0, 12000, (b, 512), device=d)),
+                    ["input_ids", "decoder_input_ids"], [0, 0], "tokens", [4, 16], [8]),
+    "llama_mqa_c": (P(llama, vocab=24000, hidden=512, ffn=1536, layers=4, heads=8, kv_heads=1),
+                    tokens(24000, 1536), ["input_ids"], [0], "tokens", [1, 4], [2]),
+    "qwen_bigvocab_c": (P(qwen, hidden=640, ffn=1792, layers=2, heads=10, kv_heads=2),
+                        tokens(151936, 768), ["input_ids"], [0], "tokens", [1, 4], [2]),
+    "wav2vec2_ln_c": (wav2vec2_ln, lambda b, d: (torch.randn(b, 20000, device=d),),
+                      ["input_values"], [0], "cls", [8, 32], [8]),
+    # The same family at another size, measured after the transposed-layout
+    # rules its first export led to (a check of them, never evidence).
+    "wav2vec2_lnb_c": (P(wav2vec2_ln, hidden=256, layers=3, heads=4, ffn=1024,
+                         conv_dim=(384,) * 7),
+                       lambda b, d: (torch.randn(b, 24000, device=d),), ["input_values"], [0],
+                       "cls", [12, 40], [12]),
+})
+CHECK3_MODELS = [n for n in MODELS if n.endswith("_c")]
+
+
 def loss_of(out, kind):
     if kind == "cls":
         return F.cross_entropy(out, torch.randint(0, out.shape[1], out.shape[:1], device=out.device))
@@ -729,7 +782,8 @@ def measure(name, mode, batch, prec, trace=None):
     else:
         model.train()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        amp = {"amp_bf16": torch.bfloat16}.get(prec)
+        amp = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(prec)
+        scaler = torch.amp.GradScaler("cuda") if prec == "amp_fp16" else None
         steps = []
         for _ in range(3):
             torch.cuda.reset_peak_memory_stats()
@@ -737,9 +791,13 @@ def measure(name, mode, batch, prec, trace=None):
                 out = model(*xs)
                 loss = loss_of(out, loss_kind)
             fwd = torch.cuda.max_memory_allocated()
-            loss.backward()
+            (scaler.scale(loss) if scaler else loss).backward()
             bwd = torch.cuda.max_memory_allocated()
-            opt.step()
+            if scaler:
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
             opt.zero_grad(set_to_none=True)
             del out, loss
             torch.cuda.synchronize()
@@ -763,10 +821,11 @@ def measure(name, mode, batch, prec, trace=None):
 
 if __name__ == "__main__":
     verb = sys.argv[1]
-    if verb in ("list", "list-check", "list-new", "list-new2"):
+    if verb in ("list", "list-check", "list-new", "list-new2", "list-check3"):
         for n, spec in MODELS.items():
             group = ("list-check" if n in CHECK_MODELS else "list-new2" if n in NEW2_MODELS else
-                     "list-new" if n in NEW_MODELS else "list")
+                     "list-new" if n in NEW_MODELS else "list-check3" if n in CHECK3_MODELS else
+                     "list")
             if group != verb:
                 continue
             print(n, " ".join(map(str, spec[5])), "|", " ".join(map(str, spec[6])))

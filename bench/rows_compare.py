@@ -23,6 +23,12 @@ LOSS = {"unet_ldm": "mse"}
 BATCH_SYMBOL = {"gru_seqfirst": "batch"}
 
 
+def loss_of(name):
+    """The family's loss: other sizes (`_b`, `_c`) train as the family does."""
+    return next((v for k, v in LOSS.items() if name == k or name.startswith(k + "_")),
+                "cross_entropy")
+
+
 def plan(memplan, onnx, mode, batch, prec, step, load="cast"):
     name = os.path.basename(onnx)[:-len("_train.onnx")]
     bind = (["--dim", f"{BATCH_SYMBOL[name]}={batch}"] if name in BATCH_SYMBOL else
@@ -30,7 +36,7 @@ def plan(memplan, onnx, mode, batch, prec, step, load="cast"):
     cmd = [memplan, "plan", onnx, "--mode", mode, *bind, "--format", "json"]
     if mode == "train":
         cmd += ["--precision", prec, "--optimizer", "adamw", "--step", step,
-                "--loss", LOSS.get(os.path.basename(onnx)[:-len("_train.onnx")], "cross_entropy")]
+                "--loss", loss_of(os.path.basename(onnx)[:-len("_train.onnx")])]
         if prec in ("bf16", "fp16"):
             cmd += ["--model-load", load]
     out = subprocess.run(cmd, capture_output=True, text=True)
