@@ -405,6 +405,40 @@ void PatchEmbeddingWorkspaces(const Val& x, const Val& w, const Val& y, int64_t 
   if (x.requires_grad) op->bwd_workspace = copies;
 }
 
+// The weight gradient of an atrous (widely dilated) fp32 3x3 convolution of
+// many channels, DeepLab's ASPP branch: cuDNN's heuristics run an engine that
+// sums one float32 partial weight gradient per 128 output positions of an
+// image, on top of the x, w and y copies. Measured on the H200
+// (bench/cudnn_dilated_ws.py, bench/results/cudnn_dilated_ws_h200.jsonl):
+// 36 of 36 shapes exact to 1 MiB where the dilation is 12 or more, the input
+// has 1024 channels or more and the output 32x32 or 48x48 positions (batches
+// 2 to 16, dilations 12, 24, 36, 256 filters); deeplab_r50_c's ASPP at batch
+// 12 takes its 270 MiB (its trace). Dilations 1 to 4 keep the split-K
+// constant (every shape of the grid within 8.3 MiB of it), as do 16-bit ones
+// (no excess). Outside the measured range (16x16 outputs take 5 to 7
+// partials; 256 and 512 channels pick by batch) the general rule stays.
+int64_t AtrousWeightGradPartials(const Node& n, const Val& x, const Val& w, const Val& y,
+                                 int64_t elem, int64_t groups) {
+  constexpr int64_t kMinDilation = 12;
+  constexpr int64_t kMinChannels = 1024;
+  constexpr int64_t kMinPositions = 1024;
+  constexpr int64_t kPositionsPerPartial = 128;
+  if (elem != 4 || groups != 1 || x.shape.size() != 4 || w.shape.size() != 4 ||
+      y.shape.size() != 4 || w.shape[2] != 3 || w.shape[3] != 3 || x.shape[1] < kMinChannels) {
+    return 0;
+  }
+  const std::vector<int64_t> dilations = n.GetInts("dilations");
+  if (dilations.size() != 2 || dilations[0] < kMinDilation || dilations[1] < kMinDilation) {
+    return 0;
+  }
+  for (int64_t st : n.GetInts("strides")) {
+    if (st != 1) return 0;
+  }
+  const int64_t positions = SatMulNonNeg(y.shape[2], y.shape[3]);
+  if (positions < kMinPositions) return 0;
+  return positions / kPositionsPerPartial;
+}
+
 void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies fp32, ExecOp* op,
                     bool* fp32_conv) {
   if (op->in.size() < 2 || op->in[0] < 0 || op->in[1] < 0 || op->out.empty() || op->out[0] < 0) {
@@ -472,6 +506,8 @@ void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies 
   if (w.requires_grad) {
     const bool half_1d = elem == 2 && x.shape.size() == 3;
     op->bwd_weight_workspace = half_1d ? ws : SatAdd(ws, kConvWeightGradExtraBytes);
+    const int64_t partials = AtrousWeightGradPartials(n, x, w, y, elem, groups);
+    if (partials > 0) op->bwd_weight_workspace = SatAdd(ws, SatMulNonNeg(partials, w.bytes));
   }
 }
 

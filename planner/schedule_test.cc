@@ -540,6 +540,36 @@ TEST(Schedule, KernelsThatCopyTheirInputInsideSaveItAsGiven) {
   EXPECT_EQ(gn->fwd_temp_bytes, 0);
 }
 
+// DeepLab's ASPP branch in fp32 (dilation 12 or more, 1024 input channels
+// or more, 32x32 outputs or more): the weight gradient takes one float32
+// partial weight gradient per 128 output positions on top of the x, w and y
+// copies (bench/results/cudnn_dilated_ws_h200.jsonl: 36 of 36). A dilation of
+// 4, or 16 bits, keeps the general rule.
+TEST(Schedule, AtrousFp32WeightGradientTakesPartialsPer128Positions) {
+  for (int64_t dilation : {4, 12}) {
+    for (Precision p : {Precision::kFp32, Precision::kBf16}) {
+      GraphBuilder b;
+      b.Input("x", {S("N"), D(1024), D(32), D(32)});
+      b.Init("w", {256, 1024, 3, 3});
+      Node& c = b.Op("Conv", {"x", "w"}, {"y"}, "aspp");
+      c.attrs["dilations"] = IntsAttr({dilation, dilation});
+      c.attrs["pads"] = IntsAttr({dilation, dilation, dilation, dilation});
+      b.Output("y");
+      auto s = Build(&b, 2, p);
+      ASSERT_TRUE(s.ok()) << s.message();
+      const ExecOp* op = OpOfNode(s.value(), b.g, "aspp");
+      ASSERT_TRUE(op);
+      const int64_t elem = p == Precision::kFp32 ? 4 : 2;
+      const int64_t x = 2 * 1024 * 32 * 32 * elem;
+      const int64_t y = 2 * 256 * 32 * 32 * elem;
+      const int64_t w = 256 * 1024 * 9 * elem;
+      const int64_t want =
+          p == Precision::kFp32 && dilation == 12 ? x + y + w + 8 * w : x + y + w + (4 << 20);
+      EXPECT_EQ(op->bwd_weight_workspace, want) << dilation << " " << elem;
+    }
+  }
+}
+
 // TensorIterator ops keep the layout their full-size operands share
 // (broadcast operands vote on nothing): a GELU decomposed into Div, Erf, Add
 // and Mul over a transposed view stays transposed, so the 1-D convolution
