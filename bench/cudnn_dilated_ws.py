@@ -11,30 +11,14 @@ import sys
 
 import torch
 
-from cudnn_ws_grid import transient_blocks, write_grid
+from cudnn_ws_grid import conv_passes, write_grid
 
 torch.backends.cudnn.benchmark = False
 
 
 def measure(n, c, k, hw, dilation, dtype):
-    dev = "cuda"
-    x = torch.randn(n, c, hw, hw, device=dev, dtype=dtype)
-    w = torch.randn(k, c, 3, 3, device=dev, dtype=dtype)
-    pad = dilation
-    args = ([1, 1], [pad, pad], [dilation, dilation], False, [0, 0], 1)
-    y = torch.nn.functional.conv2d(x, w, None, 1, pad, dilation)
-    gy = torch.randn_like(y)
-    conv_bwd = torch.ops.aten.convolution_backward
-    fwd = transient_blocks(lambda: torch.nn.functional.conv2d(x, w, None, 1, pad, dilation))
-    dgrad = transient_blocks(lambda: conv_bwd(gy, x, w, None, *args, [True, False, False]))
-    wgrad = transient_blocks(lambda: conv_bwd(gy, x, w, None, *args, [False, True, False]))
-    es = x.element_size()
-    rec = dict(n=n, c=c, k=k, hw=hw, kernel=3, stride=1, groups=1, dilation=dilation,
-               dtype=str(dtype).replace("torch.", ""), in_bytes=x.numel() * es,
-               out_bytes=y.numel() * es, w_bytes=w.numel() * es,
-               fwd=fwd, dgrad=dgrad, wgrad=wgrad)
-    del x, w, y, gy
-    torch.cuda.empty_cache()
+    rec = dict(n=n, c=c, k=k, hw=hw, kernel=3, stride=1, groups=1, dilation=dilation)
+    rec.update(conv_passes(n, c, k, hw, 3, 1, 1, dtype, dilation))
     return rec
 
 

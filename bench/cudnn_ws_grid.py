@@ -38,25 +38,33 @@ def transient_blocks(fn):
     return freed
 
 
-def measure(n, c, k, hw, ks, stride, groups, dtype):
+def conv_passes(n, c, k, hw, ks, stride, groups, dtype, dilation=1):
+    """The transient blocks of each pass of one convolution ("same" padding
+    for stride 1) and its tensors' sizes."""
     dev = "cuda"
-    pad = ks // 2
+    pad = dilation * (ks // 2)
     x = torch.randn(n, c, hw, hw, device=dev, dtype=dtype)
     w = torch.randn(k, c // groups, ks, ks, device=dev, dtype=dtype)
-    args = ([stride, stride], [pad, pad], [1, 1], False, [0, 0], groups)
-    y = torch.nn.functional.conv2d(x, w, None, stride, pad, 1, groups)
+    args = ([stride, stride], [pad, pad], [dilation, dilation], False, [0, 0], groups)
+    y = torch.nn.functional.conv2d(x, w, None, stride, pad, dilation, groups)
     gy = torch.randn_like(y)
     conv_bwd = torch.ops.aten.convolution_backward
-    fwd = transient_blocks(lambda: torch.nn.functional.conv2d(x, w, None, stride, pad, 1, groups))
+    fwd = transient_blocks(
+        lambda: torch.nn.functional.conv2d(x, w, None, stride, pad, dilation, groups))
     dgrad = transient_blocks(lambda: conv_bwd(gy, x, w, None, *args, [True, False, False]))
     wgrad = transient_blocks(lambda: conv_bwd(gy, x, w, None, *args, [False, True, False]))
     es = x.element_size()
-    rec = dict(n=n, c=c, k=k, hw=hw, kernel=ks, stride=stride, groups=groups,
-               dtype=str(dtype).replace("torch.", ""), in_bytes=x.numel() * es,
+    rec = dict(dtype=str(dtype).replace("torch.", ""), in_bytes=x.numel() * es,
                out_bytes=y.numel() * es, w_bytes=w.numel() * es,
                fwd=fwd, dgrad=dgrad, wgrad=wgrad)
     del x, w, y, gy
     torch.cuda.empty_cache()
+    return rec
+
+
+def measure(n, c, k, hw, ks, stride, groups, dtype):
+    rec = dict(n=n, c=c, k=k, hw=hw, kernel=ks, stride=stride, groups=groups)
+    rec.update(conv_passes(n, c, k, hw, ks, stride, groups, dtype))
     return rec
 
 
