@@ -505,9 +505,10 @@ void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies 
   if (x.requires_grad) op->bwd_workspace = ws;
   if (w.requires_grad) {
     const bool half_1d = elem == 2 && x.shape.size() == 3;
-    op->bwd_weight_workspace = half_1d ? ws : SatAdd(ws, kConvWeightGradExtraBytes);
     const int64_t partials = AtrousWeightGradPartials(n, x, w, y, elem, groups);
-    if (partials > 0) op->bwd_weight_workspace = SatAdd(ws, SatMulNonNeg(partials, w.bytes));
+    op->bwd_weight_workspace = partials > 0 ? SatAdd(ws, SatMulNonNeg(partials, w.bytes))
+                               : half_1d    ? ws
+                                            : SatAdd(ws, kConvWeightGradExtraBytes);
   }
 }
 
@@ -1042,7 +1043,6 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
   bool any_grad = false;
   for (int v : in) any_grad = any_grad || (v >= 0 && s_.vals[v].requires_grad);
   const bool differentiable = def ? def->differentiable : false;
-  std::vector<int64_t> shared_strides;
   for (size_t k = 0; k < outs.size(); ++k) {
     const int t = outs[k];
     if (t < 0) {
@@ -1074,8 +1074,8 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
       v.strides =
           ElementwiseOutputStrides(v.shape, {{s_.vals[in[0]].shape, s_.vals[in[0]].strides}});
     }
-    if (k == 0 && SharedPermutedLayout(def, in, v.shape, &shared_strides)) {
-      v.strides = shared_strides;
+    if (std::vector<int64_t> shared; k == 0 && SharedPermutedLayout(def, in, v.shape, &shared)) {
+      v.strides = std::move(shared);
     }
     v.bytes = BytesOf(v.shape, v.dtype);
     v.requires_grad = differentiable && any_grad && IsFloat(v.dtype);
