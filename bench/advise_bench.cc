@@ -155,7 +155,10 @@ int main(int argc, char** argv) {
     auto it = curves.find(name + "|" + prec);
     if (it == curves.end()) continue;
     if (!graphs.count(name)) {
-      auto loaded = memplan::ImportOnnxFile(models + "/" + name + "_train.onnx");
+      // The export, or its gzipped copy (bench/results/families_check3).
+      const std::string path = models + "/" + name + "_train.onnx";
+      auto loaded = memplan::ImportOnnxFile(
+          std::ifstream(path).good() || !std::ifstream(path + ".gz").good() ? path : path + ".gz");
       if (!loaded.ok()) {
         std::printf("%s: %s\n", name.c_str(), loaded.message().c_str());
         ++fail;

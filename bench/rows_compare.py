@@ -5,8 +5,8 @@ families_check_h200.jsonl, families_new_h200.jsonl) and the held-out CNNs (bench
 bench/results/holdout_h200.jsonl).
 
 Usage: python3 bench/rows_compare.py MEMPLAN ONNX_DIR MEASUREMENTS.jsonl [--by-mode]
-ONNX_DIR holds NAME_train.onnx (`bench/families.py export`, `bench/holdout.py
-export`; any machine with torch, no GPU needed). Prints one row per
+ONNX_DIR holds NAME_train.onnx or NAME_train.onnx.gz (`bench/families.py export`,
+`bench/holdout.py export`; any machine with torch, no GPU needed). Prints one row per
 measurement (train: steady and first step) and the median / worst absolute
 error per model and mode, or per mode only with --by-mode.
 """
@@ -29,14 +29,26 @@ def loss_of(name):
                 "cross_entropy")
 
 
+def model_name(onnx):
+    """NAME of ONNX_DIR/NAME_train.onnx or NAME_train.onnx.gz."""
+    base = os.path.basename(onnx)
+    return base[:base.index("_train.onnx")]
+
+
+def export_path(onnx_dir, model):
+    """The model's export in ONNX_DIR, gzipped where only that is there."""
+    onnx = os.path.join(onnx_dir, model + "_train.onnx")
+    return onnx if os.path.exists(onnx) or not os.path.exists(onnx + ".gz") else onnx + ".gz"
+
+
 def plan(memplan, onnx, mode, batch, prec, step, load="cast"):
-    name = os.path.basename(onnx)[:-len("_train.onnx")]
+    name = model_name(onnx)
     bind = (["--dim", f"{BATCH_SYMBOL[name]}={batch}"] if name in BATCH_SYMBOL else
             ["--batch", str(batch)])
     cmd = [memplan, "plan", onnx, "--mode", mode, *bind, "--format", "json"]
     if mode == "train":
         cmd += ["--precision", prec, "--optimizer", "adamw", "--step", step,
-                "--loss", loss_of(os.path.basename(onnx)[:-len("_train.onnx")])]
+                "--loss", loss_of(name)]
         if prec in ("bf16", "fp16"):
             cmd += ["--model-load", load]
     out = subprocess.run(cmd, capture_output=True, text=True)
@@ -57,7 +69,7 @@ def main():
           f" {'err%':>6} {'resv meas':>9} {'pred':>9} {'err%':>6}")
     for line in open(meas):
         r = json.loads(line)
-        onnx = os.path.join(onnx_dir, r["model"] + "_train.onnx")
+        onnx = export_path(onnx_dir, r["model"])
         cases = ([("infer", r["peak"], r["reserved_peak"])] if r["mode"] == "infer" else
                  [("steady", r["steps"][2]["step_peak"], r["steps"][2]["reserved_peak"]),
                   ("first", r["steps"][0]["step_peak"], r["steps"][0]["reserved_peak"])])

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <google/protobuf/arena.h>
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/gzip_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/stubs/logging.h>
@@ -965,7 +966,15 @@ int64_t FileLimit(const ImportLimits& limits) {
 
 // Parses a ModelProto from `input` and turns it into a Graph.
 Result<Graph> ImportFromStream(google::protobuf::io::ZeroCopyInputStream* input,
-                               const std::string& source, const ImportLimits& limits);
+                               const std::string& source, const ImportLimits& limits,
+                               bool gzip = false);
+
+// Whether bytes start with gzip's magic number (1f 8b).
+bool IsGzip(const void* data, size_t size);
+
+// ImportFromStream of gzip-compressed bytes.
+Result<Graph> ImportFromGzip(google::protobuf::io::ZeroCopyInputStream* compressed,
+                             const std::string& source, const ImportLimits& limits);
 
 }  // namespace
 
@@ -1227,6 +1236,7 @@ Result<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& sourc
   }
   if (bytes.empty()) return Status::Error(source + ": empty file: not an ONNX model");
   google::protobuf::io::ArrayInputStream input(bytes.data(), static_cast<int>(bytes.size()));
+  if (IsGzip(bytes.data(), bytes.size())) return ImportFromGzip(&input, source, limits);
   return ImportFromStream(&input, source, limits);
 }
 
@@ -1258,8 +1268,11 @@ Result<Graph> ImportOnnxFile(const std::string& path, const ImportLimits& limits
     return Status::Error(path + ": empty file: not an ONNX model");
   }
   // Parsed from the file as it is read: the bytes are never held twice.
+  unsigned char magic[2] = {0, 0};
+  const bool gzip = ::pread(fd, magic, sizeof magic, 0) == sizeof magic && IsGzip(magic, 2);
   Result<Graph> g = [&]() {
     google::protobuf::io::FileInputStream input(fd);
+    if (gzip) return ImportFromGzip(&input, path, limits);
     return ImportFromStream(&input, path, limits);
   }();
   ::close(fd);
@@ -1268,8 +1281,31 @@ Result<Graph> ImportOnnxFile(const std::string& path, const ImportLimits& limits
 
 namespace {
 
+bool IsGzip(const void* data, size_t size) {
+  const auto* b = static_cast<const unsigned char*>(data);
+  return size >= 2 && b[0] == 0x1f && b[1] == 0x8b;
+}
+
+// A gzip-compressed model (`model.onnx.gz`): parsed as it is inflated. The
+// size limit bounds the inflated bytes too (CodedInputStream's total limit),
+// so a small file cannot expand without bound.
+Result<Graph> ImportFromGzip(google::protobuf::io::ZeroCopyInputStream* compressed,
+                             const std::string& source, const ImportLimits& limits) {
+  google::protobuf::io::GzipInputStream input(compressed,
+                                              google::protobuf::io::GzipInputStream::GZIP);
+  Result<Graph> g = ImportFromStream(&input, source, limits, /*gzip=*/true);
+  if (!g.ok() && input.ZlibErrorCode() < 0) {
+    const char* zlib_message = input.ZlibErrorMessage();
+    const std::string why = zlib_message != nullptr
+                                ? std::string(zlib_message)
+                                : "error " + std::to_string(input.ZlibErrorCode());
+    return Status::Error(source + ": gzip data is truncated or corrupt (zlib: " + why + ")");
+  }
+  return g;
+}
+
 Result<Graph> ImportFromStream(google::protobuf::io::ZeroCopyInputStream* input,
-                               const std::string& source, const ImportLimits& limits) {
+                               const std::string& source, const ImportLimits& limits, bool gzip) {
   Importer im;
   im.source = source;
   im.limits = limits;
@@ -1286,7 +1322,14 @@ Result<Graph> ImportFromStream(google::protobuf::io::ZeroCopyInputStream* input,
     cis.SetTotalBytesLimit(static_cast<int>(FileLimit(limits)));
     cis.SetRecursionLimit(100);
     if (!model.ParseFromCodedStream(&cis) || !cis.ConsumedEntireMessage()) {
-      return im.Error("not a valid ONNX model (protobuf parse failed: truncated or not ONNX)");
+      if (gzip && cis.CurrentPosition() >= FileLimit(limits)) {
+        return im.Error("decompresses to more than " + std::to_string(FileLimit(limits)) +
+                        " bytes");
+      }
+      return im.Error(
+          gzip ? "not a valid ONNX model once decompressed (protobuf parse failed: "
+                 "the gzip data is truncated or holds no ONNX model)"
+               : "not a valid ONNX model (protobuf parse failed: truncated or not ONNX)");
     }
   }
   // Free text that is never used: dropped before the graph is built.

@@ -26,9 +26,10 @@ struct ImportLimits {
   int64_t max_module_path_bytes = int64_t{256} << 20;  ///< All nodes' module paths together.
 };
 
-/// Reads `path` (an ONNX ModelProto) into a Graph: dims, dtypes, attributes,
-/// small integer constants and value_info. Weight bytes are never kept, and
-/// external-data files are never opened. Errors start with the path.
+/// Reads `path` (an ONNX ModelProto, or one gzip-compressed: `model.onnx.gz`)
+/// into a Graph: dims, dtypes, attributes, small integer constants and
+/// value_info. Weight bytes are never kept, and external-data files are never
+/// opened. Errors start with the path.
 Result<Graph> ImportOnnxFile(const std::string& path, const ImportLimits& limits = {});
 
 /// Same, from bytes already in memory; `source` names them in errors.

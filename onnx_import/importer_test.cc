@@ -1,7 +1,11 @@
 #include "onnx_import/importer.h"
 
+#include <google/protobuf/io/gzip_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -43,6 +47,26 @@ onnx::ModelProto TinyModel() {
   n->add_output("y");
   g->add_output()->set_name("y");
   return m;
+}
+
+// `bytes` gzip-compressed, as `gzip` writes them.
+std::string Gzip(const std::string& bytes) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream sink(&out);
+    google::protobuf::io::GzipOutputStream gz(&sink);
+    void* data = nullptr;
+    int size = 0;
+    size_t done = 0;
+    while (done < bytes.size() && gz.Next(&data, &size)) {
+      const size_t n = std::min(bytes.size() - done, static_cast<size_t>(size));
+      std::memcpy(data, bytes.data() + done, n);
+      done += n;
+      if (n < static_cast<size_t>(size)) gz.BackUp(static_cast<int>(size - n));
+    }
+    EXPECT_TRUE(gz.Close());
+  }
+  return out;
 }
 
 TEST(ImporterTest, ReadsCalibrationModelWithoutWeights) {
@@ -299,6 +323,61 @@ TEST(ImporterTest, RejectsTruncatedFile) {
   auto r = ImportOnnxBytes(bytes.substr(0, bytes.size() / 2), "cut.onnx");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.message().rfind("cut.onnx: ", 0), 0u) << r.message();
+}
+
+TEST(ImporterTest, ReadsAGzipCompressedModelAsTheModel) {
+  const std::string bytes = ReadAll(ModelPath("resnet18_train"));
+  const std::string gz = Gzip(bytes);
+  ASSERT_LT(gz.size(), bytes.size());
+  auto plain = ImportOnnxBytes(bytes, "m.onnx");
+  auto packed = ImportOnnxBytes(gz, "m.onnx.gz");
+  ASSERT_TRUE(plain.ok()) << plain.message();
+  ASSERT_TRUE(packed.ok()) << packed.message();
+  ASSERT_EQ(packed->nodes.size(), plain->nodes.size());
+  ASSERT_EQ(packed->tensors.size(), plain->tensors.size());
+  for (size_t i = 0; i < plain->tensors.size(); ++i) {
+    EXPECT_EQ(packed->tensors[i].name, plain->tensors[i].name);
+    EXPECT_EQ(packed->tensors[i].declared.size(), plain->tensors[i].declared.size());
+  }
+  // From a file too (the magic number, not the name, decides).
+  const std::string path = ::testing::TempDir() + "/gzip_model.onnx";
+  std::ofstream(path, std::ios::binary) << gz;
+  auto file = ImportOnnxFile(path);
+  ASSERT_TRUE(file.ok()) << file.message();
+  EXPECT_EQ(file->nodes.size(), plain->nodes.size());
+}
+
+TEST(ImporterTest, RejectsTruncatedOrCorruptGzip) {
+  const std::string gz = Gzip(ReadAll(ModelPath("resnet18")));
+  auto cut = ImportOnnxBytes(gz.substr(0, gz.size() / 2), "cut.onnx.gz");
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(cut.message(),
+            "cut.onnx.gz: not a valid ONNX model once decompressed (protobuf parse failed: the "
+            "gzip data is truncated or holds no ONNX model)");
+  std::string bad = gz;
+  bad[2] = 0;  // compression method 0: not deflate
+  auto corrupt = ImportOnnxBytes(bad, "bad.onnx.gz");
+  ASSERT_FALSE(corrupt.ok());
+  EXPECT_EQ(corrupt.message().rfind("bad.onnx.gz: gzip data is truncated or corrupt (zlib: ", 0),
+            0u)
+      << corrupt.message();
+}
+
+// The file-size limit bounds the inflated bytes: a model with 16 MiB of
+// doc string compresses to a few KiB and parses under the default limit,
+// not under a 1 MiB one.
+TEST(ImporterTest, BoundsWhatAGzipFileInflatesTo) {
+  onnx::ModelProto m = TinyModel();
+  m.set_doc_string(std::string(16 << 20, 'a'));
+  const std::string gz = Gzip(m.SerializeAsString());
+  ASSERT_LT(gz.size(), 1u << 20);
+  auto unbounded = ImportOnnxBytes(gz, "big.onnx.gz");
+  EXPECT_TRUE(unbounded.ok()) << unbounded.message();
+  ImportLimits limits;
+  limits.max_file_bytes = 1 << 20;
+  auto bounded = ImportOnnxBytes(gz, "big.onnx.gz", limits);
+  ASSERT_FALSE(bounded.ok());
+  EXPECT_EQ(bounded.message(), "big.onnx.gz: decompresses to more than 1048576 bytes");
 }
 
 TEST(ImporterTest, RejectsEmptyFile) {

@@ -173,6 +173,23 @@ expect 2 "not a model" "$BIN" plan "$T/text.onnx" --batch 2
 one_error "not a model" "$T/text.onnx"
 expect 2 "not a model (inspect)" "$BIN" inspect "$T/text.onnx"
 one_error "not a model (inspect)" "$T/text.onnx"
+# A gzipped model plans as the model; damaged gzip data is one error, exit 2.
+gzip -c "$R18" >"$T/r18.onnx.gz"
+expect 0 "plan of the model" "$BIN" plan "$R18" --batch 2 --format json
+cp "$T/out" "$T/plain.json"
+expect 0 "plan of the gzipped model" "$BIN" plan "$T/r18.onnx.gz" --batch 2 --format json
+python3 - "$T/plain.json" "$T/out" <<'PY' && pass "gzipped model: same peak" ||
+import json, sys
+a, b = (json.load(open(x)) for x in sys.argv[1:3])
+assert a["peak"] == b["peak"] and a["peak"]["allocated_bytes"] > 0, (a["peak"], b["peak"])
+PY
+  fail "gzipped model: the plan differs"
+head -c 2000 "$T/r18.onnx.gz" >"$T/cut.onnx.gz"
+expect 2 "truncated gzip" "$BIN" plan "$T/cut.onnx.gz" --batch 2
+one_error "truncated gzip" "$T/cut.onnx.gz: not a valid ONNX model once decompressed"
+printf '\x1f\x8b\x00garbage' >"$T/bad.onnx.gz"
+expect 2 "corrupt gzip (inspect)" "$BIN" inspect "$T/bad.onnx.gz"
+one_error "corrupt gzip (inspect)" "$T/bad.onnx.gz: gzip data is truncated or corrupt"
 expect 2 "--batch 0" "$BIN" plan "$R18" --batch 0
 one_error "--batch 0" "--batch"
 one_error "--batch 0 names the model" "$R18"
