@@ -37,7 +37,7 @@ const MechanismEntry kMechanisms[kNumMechanisms] = {
      "autocast casts",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
       "rows of deeplab_mnv3, gru_lm, gru_seqfirst, llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, "
-      "t5_encdec, unet_ldm",
+      "t5_encdec, unet_ldm, wav2vec2_ln_c",
       kAmpBf16 | kAmpFp16 | kBf16, 0}},
     {Mechanism::kAutocastWeightCache,
      "autocast weight cache",
@@ -73,8 +73,8 @@ const MechanismEntry kMechanisms[kNumMechanisms] = {
     // configurations whose plans match their rows (bench/evidence_check).
     {Mechanism::kRnnWorkspace,
      "cuDNN RNN workspaces",
-     {"family rows of gru_lm, gru_seqfirst, lstm_lm, lstm_tagger", kFp32 | kAmpBf16 | kBf16,
-      kFp32}},
+     {"family rows of gru_lm, gru_lm_c, gru_seqfirst, lstm_lm, lstm_lm_c, lstm_tagger",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
     // The other algorithms and shapes: a least-squares fit to the probed
     // sizes, errors up to 60-90 % on single shapes (bench/cudnn_rnn_fit.py).
     // A fit is not a mechanism that matched: never backed, so advise keeps
@@ -86,7 +86,8 @@ const MechanismEntry kMechanisms[kNumMechanisms] = {
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32 | kFp16}},
     {Mechanism::kSdpaGqa,
      "SDPA with GQA",
-     {"family rows of llama_gqa, qwen_bigvocab", kAmpBf16 | kBf16, 0}},
+     {"family rows of llama_gqa, llama_mqa_c, qwen_bigvocab, qwen_bigvocab_c",
+      kAmpBf16 | kAmpFp16 | kBf16, 0}},
     {Mechanism::kSdpaMaskGrad, "SDPA with a mask requiring grad", {}},
     {Mechanism::kCrossEntropy,
      "cross entropy loss",
@@ -97,7 +98,9 @@ const MechanismEntry kMechanisms[kNumMechanisms] = {
     {Mechanism::kCrossEntropyPixels,
      "per-pixel cross entropy loss",
      {"family rows of deeplab_mnv3", kFp32 | kAmpBf16 | kBf16, 0}},
-    {Mechanism::kMseLoss, "MSE loss", {"family rows of unet_ldm", kFp32 | kAmpBf16 | kBf16, 0}},
+    {Mechanism::kMseLoss,
+     "MSE loss",
+     {"family rows of unet_ldm, unet_ldm_c", kFp32 | kAmpBf16 | kAmpFp16 | kBf16, 0}},
     {Mechanism::kParameterGradients,
      "parameter gradients",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "

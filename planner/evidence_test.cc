@@ -69,9 +69,11 @@ TEST(Evidence, CoversOnlyTheMeasuredModeAndPrecision) {
   EXPECT_TRUE(relu.Covers(Mode::kInference, Precision::kFp32));
   // The calibration measured CNN inference in fp32 only.
   EXPECT_FALSE(relu.Covers(Mode::kInference, Precision::kFp16));
-  // Measured only by the family rows, training in fp32, amp_bf16 and bf16.
-  EXPECT_TRUE(OpEvidence("LSTM").Covers(Mode::kTrain, Precision::kBf16));
-  EXPECT_FALSE(OpEvidence("LSTM").Covers(Mode::kTrain, Precision::kAmpFp16));
+  // Measured only by the family rows, training in fp32, amp_bf16 and bf16
+  // (deeplab_mnv3); the LSTM in amp_fp16 as well (lstm_lm_c).
+  EXPECT_TRUE(OpEvidence("HardSwish").Covers(Mode::kTrain, Precision::kBf16));
+  EXPECT_FALSE(OpEvidence("HardSwish").Covers(Mode::kTrain, Precision::kAmpFp16));
+  EXPECT_TRUE(OpEvidence("LSTM").Covers(Mode::kTrain, Precision::kAmpFp16));
   EXPECT_TRUE(MechanismEvidence(Mechanism::kMseLoss).Covers(Mode::kTrain, Precision::kFp32));
   EXPECT_FALSE(MechanismEvidence(Mechanism::kMseLoss).Covers(Mode::kInference, Precision::kFp32));
   // Never measured, or fitted: never backed.
