@@ -34,10 +34,10 @@ using testing_util::TensorAttr;
 
 constexpr int64_t kKiB = 1024;
 constexpr int64_t kMiB = 1024 * 1024;
-// cuBLAS workspace per handle (forward thread, autograd thread) and the
-// measured extra 1 MiB that appears with the first backward GEMM.
+// cuBLAS workspace per handle (forward thread, autograd thread); the MLP
+// below has no biased linear, so no cuBLASLt workspace.
 constexpr int64_t kCublasWs = 32 * kMiB;
-constexpr int64_t kTrainWorkspaces = 2 * kCublasWs + 1 * kMiB;  // 65 MiB
+constexpr int64_t kTrainWorkspaces = 2 * kCublasWs;  // 64 MiB
 
 // The 2-layer MLP: x [N, 1024] -> fc1 (W1 [1024, 4096]) -> relu -> fc2 (W2
 // [4096, 10]) -> logits [N, 10].
@@ -611,15 +611,15 @@ TEST(Plan, MlpParameters) {
 // Steady AdamW, at the foreach step's exp_avg_sq.sqrt() temporaries:
 //   params P + grads P + exp_avg P + exp_avg_sq P + sqrt temporaries P = 5P
 //   + x 32 KiB (loaded once, kept)
-//   + workspaces 32 + 32 + 1 MiB
+//   + workspaces 32 + 32 MiB (no biased linear: no cuBLASLt workspace)
 //   + logits (512 B block) and the scalar loss (512 B), freed after the step
-//   = 5 * 16941056 + 32768 + 68157440 + 1024 = 152896512.
+//   = 5 * 16941056 + 32768 + 67108864 + 1024 = 151847936.
 TEST(Plan, AdamWSteadyPeakIsFivePlusWorkspacesAtTheOptimizer) {
   const Plan p = PlanOf(Mlp(), 8, Train(Optimizer::kAdamW));
   const int64_t x = 8 * 1024 * 4;
   EXPECT_GE(p.peak.allocated_bytes, 5 * kP + kTrainWorkspaces);
   EXPECT_EQ(p.peak.allocated_bytes, 5 * kP + x + kTrainWorkspaces + 1024);
-  EXPECT_EQ(p.peak.allocated_bytes, 152896512);
+  EXPECT_EQ(p.peak.allocated_bytes, 151847936);
   EXPECT_EQ(p.peak.phase, Phase::kOptimizer);
   EXPECT_EQ(p.peak.node, "optimizer.step (adamw)");
   // What it is made of (the graph input is loaded with the model).
@@ -641,8 +641,8 @@ TEST(Plan, AdamWSteadyPeakIsFivePlusWorkspacesAtTheOptimizer) {
 // so the peak is in fc1's backward, when W1's gradient is allocated while
 // d(h) is still alive:
 //   params P + momentum P + grad W2 + grad W1 (= P together)
-//   + d(h) 128 KiB + x 32 KiB + workspaces 65 MiB + logits and loss 1024 B
-//   = 3 * 16941056 + 131072 + 32768 + 68157440 + 1024 = 119145472.
+//   + d(h) 128 KiB + x 32 KiB + workspaces 64 MiB + logits and loss 1024 B
+//   = 3 * 16941056 + 131072 + 32768 + 67108864 + 1024 = 118096896.
 TEST(Plan, MomentumSteadyPeakIsThreePInFc1Backward) {
   const Plan p = PlanOf(Mlp(), 8, Train(Optimizer::kMomentum));
   EXPECT_GE(p.peak.allocated_bytes, 3 * kP + kTrainWorkspaces);
@@ -928,6 +928,70 @@ TEST(Plan, EagerAttentionUsesMoreMemoryThanFused) {
   const Plan ei = PlanOf(AttentionModel(), 1, inf);
   EXPECT_EQ(ei.peak.allocated_bytes - fi.peak.allocated_bytes, 2 * sxs - 3 * act);
   EXPECT_EQ(ei.peak.node, "context/scale") << "eager ops are labelled after the block";
+}
+
+// Linear layers with a 1-D bias, as nn.Linear exports them (MatMul, then Add
+// of the bias): x [N, 256] -> fc1 (+ b1) -> relu -> fc2 (+ b2) -> [N, 10],
+// both in block "blk" (checkpointable).
+GraphBuilder BiasedMlp() {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(256)});
+  b.Init("W1", {256, 256});
+  b.Init("b1", {256});
+  b.Init("W2", {256, 10});
+  b.Init("b2", {10});
+  b.Op("MatMul", {"x", "W1"}, {"h"}, "fc1").scope = "blk";
+  b.Op("Add", {"h", "b1"}, {"hb"}, "fc1_bias").scope = "blk";
+  b.Op("Relu", {"hb"}, {"r"}, "relu").scope = "blk";
+  b.Op("MatMul", {"r", "W2"}, {"y"}, "fc2").scope = "blk";
+  b.Op("Add", {"y", "b2"}, {"logits"}, "fc2_bias").scope = "blk";
+  b.Output("logits");
+  return b;
+}
+
+// The 1 MiB workspaces of a plan's first iteration, as (phase, node).
+std::vector<std::pair<Phase, std::string>> LtWorkspaces(const Plan& p) {
+  std::vector<std::pair<Phase, std::string>> out;
+  for (size_t e = 0; e < p.events.size() && e < p.iteration_starts.at(1); ++e) {
+    if (p.events[e].is_alloc && p.events[e].bytes == kMiB &&
+        p.event_categories[e] == Category::kWorkspaces) {
+      out.emplace_back(p.event_phases[e], p.event_nodes[e]);
+    }
+  }
+  return out;
+}
+
+// cuBLASLt's 1 MiB workspace (CublasHandlePool.cpp, getCUDABlasLtWorkspace):
+// made by a thread's first addmm that runs through cuBLASLt (a 1-D bias and
+// every matrix dim above 1), right after the forward thread's 32 MiB, and
+// kept. None without a biased linear (the MLP of the tests above) or with a
+// single row (batch 1 here: addmm takes plain cuBLAS); a second one where a
+// checkpoint recomputes a biased linear on autograd's thread.
+TEST(Plan, ABiasedLinearMakesTheCublasLtWorkspace) {
+  PlanOptions o = Train(Optimizer::kSgd);
+  o.keep_events = true;
+  const Plan p = PlanOf(BiasedMlp(), 8, o);
+  const auto lt = LtWorkspaces(p);
+  ASSERT_EQ(lt.size(), 1u);
+  EXPECT_EQ(lt[0].first, Phase::kForward);
+  EXPECT_NE(lt[0].second.find("fc1"), std::string::npos) << lt[0].second;
+  EXPECT_TRUE(LtWorkspaces(PlanOf(Mlp(), 8, o)).empty()) << "no bias, no cuBLASLt";
+  EXPECT_TRUE(LtWorkspaces(PlanOf(BiasedMlp(), 1, o)).empty()) << "one row, no cuBLASLt";
+  PlanOptions infer;
+  infer.mode = Mode::kInference;
+  infer.keep_events = true;
+  const Plan i = PlanOf(BiasedMlp(), 8, infer);
+  int lt_events = 0;
+  for (size_t e = 0; e < i.events.size(); ++e) {
+    lt_events += i.events[e].is_alloc && i.events[e].bytes == kMiB &&
+                 i.event_categories[e] == Category::kWorkspaces;
+  }
+  EXPECT_EQ(lt_events, 1);
+  o.checkpoint_segments = {"blk"};
+  const auto recomputed = LtWorkspaces(PlanOf(BiasedMlp(), 8, o));
+  ASSERT_EQ(recomputed.size(), 2u);
+  EXPECT_EQ(recomputed[0].first, Phase::kForward);
+  EXPECT_EQ(recomputed[1].first, Phase::kBackward);
 }
 
 // Eight Linear-ReLU layers of width 256 in four checkpointable blocks of
@@ -1491,14 +1555,14 @@ TEST(Plan, PeakNamesItsModule) {
   EXPECT_EQ(PlanOf(Mlp(), 8, Train(Optimizer::kMomentum)).steady.module, "");
 }
 
-// Steady momentum SGD peaks in fc1's backward (119145472 B, derived above):
+// Steady momentum SGD peaks in fc1's backward (118096896 B, derived above):
 // the backward phase's peak and fc1's backward peak are that figure. fc1's
 // forward peaks with its output h (128 KiB) on top of what a steady step
-// starts with: params P, momentum P, x 32 KiB and the workspaces 65 MiB.
+// starts with: params P, momentum P, x 32 KiB and the workspaces 64 MiB.
 TEST(Plan, ModuleAndPhasePeaks) {
   const Plan p = PlanOf(MlpInModules(), 8, Train(Optimizer::kMomentum));
   const int64_t bwd = static_cast<int>(Phase::kBackward);
-  EXPECT_EQ(p.steady.phase_allocated[bwd], 119145472);
+  EXPECT_EQ(p.steady.phase_allocated[bwd], 118096896);
   int64_t most = 0;
   for (int ph = 0; ph < 3; ++ph) most = std::max(most, p.steady.phase_allocated[ph]);
   EXPECT_EQ(most, p.steady.allocated_bytes);
@@ -1510,7 +1574,7 @@ TEST(Plan, ModuleAndPhasePeaks) {
   EXPECT_EQ(p.modules[0].module, "fc1");
   EXPECT_EQ(p.modules[1].module, "act");
   EXPECT_EQ(p.modules[2].module, "fc2");
-  EXPECT_EQ(p.modules[0].backward_allocated, 119145472);
+  EXPECT_EQ(p.modules[0].backward_allocated, 118096896);
   EXPECT_EQ(p.modules[0].forward_allocated, 2 * kP + 32768 + kTrainWorkspaces + 131072);
   for (const ModulePeak& m : p.modules) {
     EXPECT_LE(m.forward_allocated, p.steady.phase_allocated[0]) << m.module;

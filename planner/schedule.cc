@@ -314,21 +314,38 @@ int64_t BiasGradStagingBytes(int64_t rows, int64_t cols, DType dt) {
   return ColumnSumStagingBytes(rows, cols, elem, dt == DType::kDouble ? 8 : 4);
 }
 
+// Whether the addmm of product `op` (its bias 1-D) goes through cuBLASLt:
+// every dim of both matrices above 1 (Blas.cpp, isInputCompliesAddmmCudaLt;
+// the rows are the product of the input's leading dims, as addmm sees them).
+bool LtRunsAddmm(const std::vector<Val>& vals, const ExecOp& op) {
+  if (op.in.size() < 2 || op.in[0] < 0 || op.in[1] < 0 || op.out.empty() || op.out[0] < 0) {
+    return false;
+  }
+  const std::vector<int64_t>& a = vals[op.in[0]].shape;
+  const std::vector<int64_t>& y = vals[op.out[0]].shape;
+  if (a.size() < 2 || y.empty()) return false;
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < a.size(); ++d) rows = SatMulNonNeg(rows, a[d]);
+  return rows > 1 && a.back() > 1 && y.back() > 1;
+}
+
 // Gemm's bias C, broadcast over the product's rows (a 1-D [N] or [1, N]
 // C, as exporters write nn.Linear and transformers' Conv1D, whose addmm it
 // is): autograd's addmm formula hands C the incoming [M, N] gradient itself
 // (beta 1), and the engine sums it to C's shape (validate_outputs, at::sum_to:
 // sum over dim 0), a column sum that may stage its partial sums in a global
 // buffer (ColumnSumStagingBytes).
-void GemmBiasSumStaging(const std::vector<Val>& vals, ExecOp* op) {
+// With beta 1, an addmm that cuBLASLt runs (LtRunsAddmm) as well.
+void GemmBiasSumStaging(const std::vector<Val>& vals, bool beta_one, ExecOp* op) {
   if (op->in.size() < 3 || op->in[2] < 0 || op->out.empty() || op->out[0] < 0) return;
-  if (op->grad_in.size() < 3 || !op->grad_in[2]) return;
   const Val& c = vals[op->in[2]];
   const Val& y = vals[op->out[0]];
   if (y.shape.size() != 2) return;
   const bool row_bias = (c.shape.size() == 1 && c.shape[0] == y.shape[1]) ||
                         (c.shape.size() == 2 && c.shape[0] == 1 && c.shape[1] == y.shape[1]);
   if (!row_bias || y.shape[0] < 2) return;
+  op->lt_bias = beta_one && LtRunsAddmm(vals, *op);
+  if (op->grad_in.size() < 3 || !op->grad_in[2]) return;
   op->bias_sum_staging_bytes = BiasGradStagingBytes(y.shape[0], y.shape[1], y.dtype);
 }
 
@@ -1146,7 +1163,9 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
   if (ni >= 0 && def && def->cudnn_conv) {
     ConvWorkspaces(g_.nodes[ni], s_.vals, o_.fp32_conv, &op, &s_.fp32_convs);
   }
-  if (op_type == op_names::kGemm) GemmBiasSumStaging(s_.vals, &op);
+  if (op_type == op_names::kGemm) {
+    GemmBiasSumStaging(s_.vals, ni < 0 || g_.nodes[ni].GetFloat("beta", 1.0F) == 1.0F, &op);
+  }
   if (ni >= 0 && def && def->group_norm_workspaces &&
       def == FindOp(g_.nodes[ni].domain, g_.nodes[ni].op_type) && !op.in.empty() && op.in[0] >= 0) {
     GroupNormWorkspaces(s_.vals[op.in[0]], g_.nodes[ni].GetInt("num_groups", 1), true, &op);
@@ -1236,7 +1255,10 @@ void Builder::AddBiasAdd(int ni, const std::vector<int>& in) {
   for (size_t j = s_.ops.size(); j-- > 0;) {
     ExecOp& p = s_.ops[j];
     if (p.out.empty() || p.out[0] != in[0]) continue;
-    if (p.def && p.def->matmul_operands && p.addmm_input) op.bias_grad_by_op = static_cast<int>(j);
+    if (p.def && p.def->matmul_operands && p.addmm_input) {
+      op.bias_grad_by_op = static_cast<int>(j);
+      p.lt_bias = LtRunsAddmm(s_.vals, p);
+    }
     break;
   }
   // The bias gradient: addmm's grad summed over the rows (sum(0)), through

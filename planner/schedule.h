@@ -127,6 +127,11 @@ struct ExecOp {
   /// (planner/rnn.h RnnWorkspace::derived false): their own rule.
   bool rnn_workspace_fitted = false;
   bool uses_cublas = false;
+  /// An addmm with a 1-D bias that PyTorch runs through cuBLASLt (Blas.cpp,
+  /// isInputCompliesAddmmCudaLt: beta 1, a 2-D contiguous result, every
+  /// matrix dim above 1): the first on a thread makes that thread's 1 MiB
+  /// cuBLASLt workspace (CublasHandlePool.cpp, getCUDABlasLtWorkspace).
+  bool lt_bias = false;
   /// A MatMul whose in[0], as the op received it, was 2-D or contiguous:
   /// at::linear runs such a layer with bias as one addmm (_flatten_nd_linear
   /// for N-d input); a non-contiguous N-d input goes through matmul, then

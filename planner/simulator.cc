@@ -16,9 +16,14 @@ namespace {
 // thread's handle gets one at the first GEMM, autograd's thread another at
 // the first backward GEMM.
 constexpr int64_t kCublasWorkspaceBytes = 32LL << 20;
-// Measured on the H200 (fresh.jsonl): 1 MiB more persists from the first
-// backward on (README of the calibration data).
-constexpr int64_t kBackwardExtraBytes = 1LL << 20;
+// cuBLASLt workspace per handle and stream (CublasHandlePool.cpp,
+// getCUDABlasLtWorkspace; CUBLASLT_WORKSPACE_SIZE's default, 1024 KiB): made
+// by the thread's first addmm that runs through cuBLASLt. H200 traces: 1 MiB
+// right after the first biased linear's output (and the 32 MiB when that is
+// the thread's first GEMM), kept to the end; none in models without such a
+// linear (LSTM and LLaMA language models, T5, U-Net); a second on autograd's
+// thread where a checkpoint recomputes one (gpt2 checkpointed).
+constexpr int64_t kCublasLtWorkspaceBytes = 1LL << 20;
 
 }  // namespace
 
@@ -228,6 +233,14 @@ void Simulator::RunKernel(size_t i, bool grad_mode, bool input_dies_here, int ke
     fwd_workspace_ = true;
     Use(Mech(Mechanism::kCublasWorkspace));
     Ref(AllocNew(kCublasWorkspaceBytes, Category::kWorkspaces));
+    Use(OpRule(i));
+  }
+  // The thread's cuBLASLt workspace (a recompute runs on autograd's thread).
+  bool& lt_made = recomputing_ ? bwd_lt_workspace_ : fwd_lt_workspace_;
+  if (op.lt_bias && !lt_made) {
+    lt_made = true;
+    Use(Mech(Mechanism::kCublasWorkspace));
+    Ref(AllocNew(kCublasLtWorkspaceBytes, Category::kWorkspaces));
     Use(OpRule(i));
   }
   // Kernels take their workspace after the outputs exist.
@@ -518,7 +531,6 @@ void Simulator::Backward() {
       bwd_workspace_ = true;
       Use(Mech(Mechanism::kCublasWorkspace));
       Ref(AllocNew(kCublasWorkspaceBytes, Category::kWorkspaces));
-      Ref(AllocNew(kBackwardExtraBytes, Category::kWorkspaces));
     };
     if (!product) backward_workspace();
     const int op_rule = OpRule(k);
@@ -990,6 +1002,7 @@ bool Simulator::EmitIterationState(Emit&& emit) const {
   }
   for (int64_t v :
        {norm(logits_storage_), int64_t{fwd_workspace_ ? 1 : 0}, int64_t{bwd_workspace_ ? 1 : 0},
+        int64_t{fwd_lt_workspace_ ? 1 : 0}, int64_t{bwd_lt_workspace_ ? 1 : 0},
         int64_t{process_state_ ? 1 : 0}, int64_t{recomputing_ ? 1 : 0}, int64_t{cur_rule_},
         int64_t{cur_op_}, static_cast<int64_t>(rules.size()),
         static_cast<int64_t>(other_labels_.size())}) {

@@ -376,6 +376,9 @@ class Simulator {
   std::vector<int> release_vals_;
   bool fwd_workspace_ = false;
   bool bwd_workspace_ = false;
+  // The cuBLASLt workspaces of the forward thread and autograd's (ExecOp::lt_bias).
+  bool fwd_lt_workspace_ = false;
+  bool bwd_lt_workspace_ = false;
   // Outputs of an outputs_made_by_next op, waiting for the next op.
   std::vector<int> deferred_outputs_;
   // addmm's bias, waiting for the product's backward: op -> its BiasAdd op.
