@@ -60,6 +60,22 @@ std::string Str(const json& j, const char* key) {
   return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
 }
 
+// The JSON rows of `path`, one a line, into `rows` (replacing what it
+// held); false, with a FAIL line, where the file cannot be read.
+bool ReadRows(const std::string& path, std::vector<json>* rows) {
+  rows->clear();
+  std::ifstream in(path);
+  if (!in) {
+    std::printf("FAIL: cannot read %s\n", path.c_str());
+    return false;
+  }
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) rows->push_back(json::parse(line));
+  }
+  return true;
+}
+
 struct Derived {
   uint8_t train = 0, inference = 0;
   bool over_int32 = false;  ///< Used over 2^31 elements by a matching configuration.
@@ -225,56 +241,30 @@ int main(int argc, char** argv) {
     std::map<std::tuple<std::string, std::string, std::string>, FamilyConfig> fam;
     std::vector<json> rows;
     std::set<std::string> family_models;
-    {
-      std::ifstream in(family_rows);
-      if (!in) {
-        std::printf("FAIL: cannot read %s\n", family_rows.c_str());
-        return 1;
-      }
-      std::string line;
-      while (std::getline(in, line)) {
-        if (line.empty()) continue;
-        rows.push_back(json::parse(line));
-        family_models.insert(rows.back()["model"].get<std::string>());
-      }
+    std::vector<json> read;
+    if (!ReadRows(family_rows, &read)) return 1;
+    for (json& j : read) {
+      family_models.insert(j["model"].get<std::string>());
+      rows.push_back(std::move(j));
     }
     // The second round of new families: the two the channels-last and the
     // joined-container rules were built on (the others stay checks).
-    {
-      const std::set<std::string> evidence_models = {"convnext_n", "segformer_n"};
-      std::ifstream in(results + "/families_new2_h200.jsonl");
-      if (!in) {
-        std::printf("FAIL: cannot read %s/families_new2_h200.jsonl\n", results.c_str());
-        return 1;
-      }
-      std::string line;
-      while (std::getline(in, line)) {
-        if (line.empty()) continue;
-        json j = json::parse(line);
-        const std::string model = j["model"].get<std::string>();
-        if (!evidence_models.count(model)) continue;
-        family_models.insert(model);
-        rows.push_back(std::move(j));
-      }
+    if (!ReadRows(results + "/families_new2_h200.jsonl", &read)) return 1;
+    for (json& j : read) {
+      const std::string model = j["model"].get<std::string>();
+      if (model != "convnext_n" && model != "segformer_n") continue;
+      family_models.insert(model);
+      rows.push_back(std::move(j));
     }
     // The third round (bench/families.py list-check3), the one measured in
     // amp_fp16 as well; its exports are gzipped beside the rows.
-    {
-      std::ifstream in(results + "/families_check3_h200.jsonl");
-      if (!in) {
-        std::printf("FAIL: cannot read %s/families_check3_h200.jsonl\n", results.c_str());
-        return 1;
-      }
-      std::string line;
-      while (std::getline(in, line)) {
-        if (line.empty()) continue;
-        json j = json::parse(line);
-        if (j.contains("kind") || !j.contains("mode")) continue;
-        const std::string model = j["model"].get<std::string>();
-        packed_exports[model + "_train"] = results + "/families_check3/" + model + "_train.onnx.gz";
-        family_models.insert(model);
-        rows.push_back(std::move(j));
-      }
+    if (!ReadRows(results + "/families_check3_h200.jsonl", &read)) return 1;
+    for (json& j : read) {
+      if (j.contains("kind") || !j.contains("mode")) continue;
+      const std::string model = j["model"].get<std::string>();
+      packed_exports[model + "_train"] = results + "/families_check3/" + model + "_train.onnx.gz";
+      family_models.insert(model);
+      rows.push_back(std::move(j));
     }
     // The same models measured at the batches advise picked for an H200 and
     // at large batches: rows of the same configurations (the held-out "_b"
@@ -283,15 +273,8 @@ int main(int argc, char** argv) {
          {"advise_fit/fit_amp_bf16_h200.jsonl", "advise_fit/fit_amp_bf16_h200_2.jsonl",
           "advise_fit/fit_amp_bf16_h200_3.jsonl", "advise_fit/fit_amp_bf16_h200_9.jsonl",
           "advise_fit/fit_fp32_h200.jsonl", "large/families_large_h200.jsonl"}) {
-      std::ifstream in(results + "/" + f);
-      if (!in) {
-        std::printf("FAIL: cannot read %s/%s\n", results.c_str(), f);
-        return 1;
-      }
-      std::string line;
-      while (std::getline(in, line)) {
-        if (line.empty()) continue;
-        json j = json::parse(line);
+      if (!ReadRows(results + "/" + f, &read)) return 1;
+      for (json& j : read) {
         if (j.contains("kind") || !j.contains("mode")) continue;
         if (family_models.count(j["model"].get<std::string>())) rows.push_back(std::move(j));
       }
