@@ -329,23 +329,26 @@ bool LtRunsAddmm(const std::vector<Val>& vals, const ExecOp& op) {
   return rows > 1 && a.back() > 1 && y.back() > 1;
 }
 
-// Gemm's bias C, broadcast over the product's rows (a 1-D [N] or [1, N]
-// C, as exporters write nn.Linear and transformers' Conv1D, whose addmm it
-// is): autograd's addmm formula hands C the incoming [M, N] gradient itself
-// (beta 1), and the engine sums it to C's shape (validate_outputs, at::sum_to:
-// sum over dim 0), a column sum that may stage its partial sums in a global
-// buffer (ColumnSumStagingBytes).
-// With beta 1, an addmm that cuBLASLt runs (LtRunsAddmm) as well.
-void GemmBiasSumStaging(const std::vector<Val>& vals, bool beta_one, ExecOp* op) {
-  if (op->in.size() < 3 || op->in[2] < 0 || op->out.empty() || op->out[0] < 0) return;
-  const Val& c = vals[op->in[2]];
-  const Val& y = vals[op->out[0]];
-  if (y.shape.size() != 2) return;
+// Whether Gemm `op` has a bias C broadcast over the product's rows (a 1-D
+// [N] or [1, N] C, as exporters write nn.Linear and transformers' Conv1D,
+// whose addmm it is), over two rows or more.
+bool GemmRowBias(const std::vector<Val>& vals, const ExecOp& op) {
+  if (op.in.size() < 3 || op.in[2] < 0 || op.out.empty() || op.out[0] < 0) return false;
+  const Val& c = vals[op.in[2]];
+  const Val& y = vals[op.out[0]];
+  if (y.shape.size() != 2) return false;
   const bool row_bias = (c.shape.size() == 1 && c.shape[0] == y.shape[1]) ||
                         (c.shape.size() == 2 && c.shape[0] == 1 && c.shape[1] == y.shape[1]);
-  if (!row_bias || y.shape[0] < 2) return;
-  op->lt_bias = beta_one && LtRunsAddmm(vals, *op);
-  if (op->grad_in.size() < 3 || !op->grad_in[2]) return;
+  return row_bias && y.shape[0] >= 2;
+}
+
+// Gemm's row bias (GemmRowBias): autograd's addmm formula hands C the
+// incoming [M, N] gradient itself (beta 1), and the engine sums it to C's
+// shape (validate_outputs, at::sum_to: sum over dim 0), a column sum that may
+// stage its partial sums in a global buffer (ColumnSumStagingBytes).
+void GemmBiasSumStaging(const std::vector<Val>& vals, ExecOp* op) {
+  if (!GemmRowBias(vals, *op) || op->grad_in.size() < 3 || !op->grad_in[2]) return;
+  const Val& y = vals[op->out[0]];
   op->bias_sum_staging_bytes = BiasGradStagingBytes(y.shape[0], y.shape[1], y.dtype);
 }
 
@@ -1164,7 +1167,9 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     ConvWorkspaces(g_.nodes[ni], s_.vals, o_.fp32_conv, &op, &s_.fp32_convs);
   }
   if (op_type == op_names::kGemm) {
-    GemmBiasSumStaging(s_.vals, ni < 0 || g_.nodes[ni].GetFloat("beta", 1.0F) == 1.0F, &op);
+    GemmBiasSumStaging(s_.vals, &op);
+    const bool beta_one = ni < 0 || g_.nodes[ni].GetFloat("beta", 1.0F) == 1.0F;
+    op.lt_bias = beta_one && GemmRowBias(s_.vals, op) && LtRunsAddmm(s_.vals, op);
   }
   if (ni >= 0 && def && def->group_norm_workspaces &&
       def == FindOp(g_.nodes[ni].domain, g_.nodes[ni].op_type) && !op.in.empty() && op.in[0] >= 0) {
