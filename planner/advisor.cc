@@ -993,6 +993,33 @@ bool Ranks(const Candidate& a, const Candidate& b) {
 
 }  // namespace
 
+std::string UnmeasuredNote(const Candidate& c) {
+  const Coverage& cov = c.plan.coverage;
+  std::string unmeasured;
+  for (const RuleShare& rs : cov.rules) {
+    if (!rs.backed) unmeasured += (unmeasured.empty() ? "" : ", ") + rs.rule;
+  }
+  if (unmeasured.empty()) return "";
+  // Rules that run but hold none of the peak's bytes (a recompute that ends
+  // before the peak) widen nothing: said so, not as "0.0 %, 0 MiB".
+  const double share = cov.UnbackedShare();
+  std::string held;
+  if (share >= 0.0005) {
+    char pct[64];
+    std::snprintf(pct, sizeof pct, "%.1f %%", 100.0 * share);
+    held = std::string(pct) + " of the planned peak rests on rules no measurement backs (" +
+           unmeasured + "); the margin was widened by those bytes (" +
+           std::to_string(c.uncertain_bytes >> 20) + " MiB)";
+  } else {
+    held = "rules no measurement backs run (" + unmeasured +
+           ") but hold under 0.1 % of the planned peak (the margin is not widened for them)";
+  }
+  return std::string("UNMEASURED: ") + PrecisionName(c.precision) + " batch " +
+         std::to_string(c.batch) + ": " + held +
+         "; an unmeasured op can also miss allocations entirely: measure this model before " +
+         "relying on the batch";
+}
+
 int64_t UncertaintyBytes(const Plan& plan) {
   return static_cast<int64_t>(
       std::ceil(static_cast<double>(plan.coverage.unbacked_bytes) * kUnmeasuredErrorFactor));
@@ -1511,21 +1538,9 @@ Result<Advice> AdviseOneStrategy(const Graph& g, const AdviseRequest& request) {
   }
   std::stable_sort(advice.ranked.begin(), advice.ranked.end(), Ranks);
   for (const Candidate& c : advice.ranked) {
-    const Coverage& cov = c.plan.coverage;
-    std::string unmeasured;
-    for (const RuleShare& rs : cov.rules) {
-      if (!rs.backed) unmeasured += (unmeasured.empty() ? "" : ", ") + rs.rule;
-    }
-    if (unmeasured.empty()) continue;
-    char pct[64];
-    std::snprintf(pct, sizeof pct, "%.1f %%", 100.0 * cov.UnbackedShare());
-    advice.notes.push_back(
-        std::string("UNMEASURED: ") + PrecisionName(c.precision) + " batch " +
-        std::to_string(c.batch) + ": " + pct + " of the planned peak rests on rules no " +
-        "measurement backs (" + unmeasured + "); the margin was widened by those bytes (" +
-        std::to_string(c.uncertain_bytes >> 20) +
-        " MiB), but an unmeasured op can also miss allocations entirely: measure this model " +
-        "before relying on the batch");
+    std::string note = UnmeasuredNote(c);
+    if (note.empty()) continue;
+    advice.notes.push_back(std::move(note));
     break;
   }
   return advice;

@@ -237,6 +237,11 @@ constexpr double kUnmeasuredErrorFactor = 1.0;
 /// coverage.unbacked_bytes x kUnmeasuredErrorFactor.
 [[nodiscard]] int64_t UncertaintyBytes(const Plan& plan);
 
+/// The loud note for a candidate whose plan uses rules no measurement backs:
+/// their share of the peak and the bytes kept for them, or that they hold
+/// under 0.1 % of it; "" when every rule is backed.
+[[nodiscard]] std::string UnmeasuredNote(const Candidate& c);
+
 /// Searches every precision x placement for `g` (shapes not yet bound).
 /// Fit test: reserved peak + context + UncertaintyBytes <= usable_bytes, and
 /// no tensor over a 32-bit-indexing kernel's limit (Plan::int32_overflow).

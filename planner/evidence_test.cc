@@ -233,5 +233,31 @@ TEST(Evidence, AdviseWidensTheMarginByTheUnmeasuredBytes) {
   EXPECT_TRUE(loud);
 }
 
+// The note gives the unmeasured rules' share and the bytes kept for them;
+// rules that hold none of the peak are said to, not shown as "0.0 %".
+TEST(Evidence, UnmeasuredNoteSaysWhatTheRulesHold) {
+  Candidate c;
+  c.precision = Precision::kAmpFp16;
+  c.batch = 52;
+  EXPECT_EQ(UnmeasuredNote(c), "");
+  c.plan.coverage.peak_bytes = 1000LL << 20;
+  c.plan.coverage.rules = {{"Conv", true, "rows", 900LL << 20},
+                           {"checkpoint recompute", false, "", 0}};
+  const std::string none = UnmeasuredNote(c);
+  EXPECT_EQ(none.find("UNMEASURED: amp_fp16 batch 52: "), 0U) << none;
+  EXPECT_NE(none.find("(checkpoint recompute) but hold under 0.1 % of the planned peak"),
+            std::string::npos)
+      << none;
+  EXPECT_EQ(none.find("0.0 %"), std::string::npos) << none;
+  c.plan.coverage.rules[1].peak_bytes = 100LL << 20;
+  c.plan.coverage.unbacked_bytes = 100LL << 20;
+  c.uncertain_bytes = 100LL << 20;
+  const std::string some = UnmeasuredNote(c);
+  EXPECT_NE(some.find("10.0 % of the planned peak rests on rules no measurement backs "
+                      "(checkpoint recompute); the margin was widened by those bytes (100 MiB)"),
+            std::string::npos)
+      << some;
+}
+
 }  // namespace
 }  // namespace memplan
