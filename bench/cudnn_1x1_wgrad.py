@@ -7,7 +7,12 @@ autograd calls it (input and weight gradient together). One JSON line per
 candidates: N*K*C*4 (split-K over the images, float32 partial sums) and
 x + dy (the engine that copies both).
 
-Usage (GPU machine): python3 bench/cudnn_1x1_wgrad.py OUT.jsonl
+Usage (GPU machine): python3 bench/cudnn_1x1_wgrad.py OUT.jsonl [wide]
+
+`wide`: the inputs of more than 576 channels over larger images (16x16 to
+64x64, batches 4 to 16, bf16), as segmentation heads run them (DeepLabV3's
+ASPP: 2048 to 256 channels, then 1280 to 256, at 32x32), where the first grid
+had only the classifier stages' 7x7 and 14x14.
 """
 import itertools
 import json
@@ -46,8 +51,25 @@ def measure(n, c, k, hw, dtype, dims):
     return rec
 
 
+WIDE_C = [640, 768, 960, 1024, 1280, 1536, 2048]
+WIDE_K = [128, 256, 512]
+
+
+def main_wide(out):
+    for c, k, hw, n in itertools.product(WIDE_C, WIDE_K, [16, 24, 32, 48, 64], [4, 8, 16]):
+        try:
+            out.write(json.dumps(measure(n, c, k, hw, torch.bfloat16, 2)) + "\n")
+        except Exception as e:  # noqa: BLE001 - record and go on
+            out.write(json.dumps(dict(shape=[n, c, k, hw, 2], dtype="bfloat16",
+                                      error=repr(e)[:200])) + "\n")
+        out.flush()
+
+
 def main():
     out = open(sys.argv[1], "w")
+    if sys.argv[2:] == ["wide"]:
+        main_wide(out)
+        return
     for (c, k, hw), n, dt, dims in itertools.product(
             PAIRS, [8, 32, 64, 128], [torch.bfloat16, torch.float16], [2, 1]):
         if dims == 1 and (dt == torch.float16 or n == 128):

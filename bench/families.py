@@ -667,6 +667,35 @@ MODELS.update({
 CHECK3_MODELS = [n for n in MODELS if n.endswith("_c")]
 
 
+# A fourth held-out round (`_d`, check only, never evidence), built after every
+# rule of the third: the families at yet other sizes and shapes: a
+# bidirectional LSTM tagger with a wide hidden state, a 3-level U-Net on
+# 3-channel 40x40 inputs, a T5 whose encoder and decoder lengths differ (768 /
+# 192), a LLaMA with 14 query and 2 key-value heads at sequence 1280, DeepLabV3
+# on MobileNetV3 at 320x480, and the group-norm wav2vec2 at 7 heads over 2 s of
+# audio.
+MODELS.update({
+    "lstm_tagger_d": (P(LstmTagger, vocab=12000, emb=320, hidden=640, tags=32),
+                      tokens(12000, 200), ["tokens"], [0], "tokens", [16, 64], [32]),
+    "unet_ldm_d": (P(UNet, cin=3, ch=(96, 192, 384)),
+                   lambda b, d: (torch.randn(b, 3, 40, 40, device=d),), ["latent"], [0], "mse",
+                   [8, 32], [16]),
+    "t5_encdec_d": (P(t5, vocab=20000, d_model=384, d_ff=1536, layers=3, heads=6),
+                    lambda b, d: (torch.randint(0, 20000, (b, 768), device=d),
+                                  torch.randint(0, 20000, (b, 192), device=d)),
+                    ["input_ids", "decoder_input_ids"], [0, 0], "tokens", [2, 8], [4]),
+    "llama_gqa_d": (P(llama, vocab=40000, hidden=896, ffn=2432, layers=3, heads=14, kv_heads=2),
+                    tokens(40000, 1280), ["input_ids"], [0], "tokens", [1, 4], [2]),
+    "deeplab_mnv3_d": (P(deeplab, classes=6),
+                       lambda b, d: (torch.randn(b, 3, 320, 480, device=d),), ["image"], [0],
+                       "pixels", [4, 16], [4]),
+    "wav2vec2_cls_d": (P(wav2vec2, hidden=448, layers=3, heads=7, ffn=1792),
+                       lambda b, d: (torch.randn(b, 32000, device=d),), ["input_values"], [0],
+                       "cls", [4, 16], [8]),
+})
+CHECK4_MODELS = [n for n in MODELS if n.endswith("_d")]
+
+
 def loss_of(out, kind):
     if kind == "cls":
         return F.cross_entropy(out, torch.randint(0, out.shape[1], out.shape[:1], device=out.device))
@@ -821,11 +850,11 @@ def measure(name, mode, batch, prec, trace=None):
 
 if __name__ == "__main__":
     verb = sys.argv[1]
-    if verb in ("list", "list-check", "list-new", "list-new2", "list-check3"):
+    if verb in ("list", "list-check", "list-new", "list-new2", "list-check3", "list-check4"):
         for n, spec in MODELS.items():
             group = ("list-check" if n in CHECK_MODELS else "list-new2" if n in NEW2_MODELS else
                      "list-new" if n in NEW_MODELS else "list-check3" if n in CHECK3_MODELS else
-                     "list")
+                     "list-check4" if n in CHECK4_MODELS else "list")
             if group != verb:
                 continue
             print(n, " ".join(map(str, spec[5])), "|", " ".join(map(str, spec[6])))
