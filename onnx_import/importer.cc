@@ -1073,6 +1073,25 @@ std::vector<std::string> JoinedContainers(const std::string& text) {
   return names;
 }
 
+// Whether `text` (one statement) converts a value to float32 and reads the
+// result within the line: `.float()`, `.to(torch.float32)`, `.to(torch.float)`
+// or `.to(dtype=torch.float32)` with more of the expression after it. A call
+// that ends the line (`x = x.float()`) rebinds a name: later lines read it.
+bool UpcastsInline(const std::string& text) {
+  std::string s;
+  for (char c : text) {
+    if (c != ' ') s += c;
+  }
+  static const char* const kCalls[] = {".float()", ".to(torch.float32)", ".to(torch.float)",
+                                       ".to(dtype=torch.float32)", ".to(dtype=torch.float)"};
+  for (const char* call : kCalls) {
+    for (size_t at = s.find(call); at != std::string::npos; at = s.find(call, at + 1)) {
+      if (at + std::strlen(call) < s.size()) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 PyStatement ParsePyStatement(const std::string& raw) {
@@ -1142,6 +1161,7 @@ PyStatement ParsePyStatement(const std::string& raw) {
   if (last == ',' || last == '\\') return st;
   if (text.front() == '\0' || std::strchr(".,+-*/%@&|^<>=~:", text.front()) != nullptr) return st;
   st.joined = JoinedContainers(text);
+  st.upcasts_inline = UpcastsInline(text);
   for (const char* word : {"and", "or", "else", "in", "is", "not", "if", "for"}) {
     // `if ...:` and `for ...:` headers bind nothing followed here (a loop
     // variable is not); `and x`, `else y`, `for x in y)` continue a line.

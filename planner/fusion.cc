@@ -359,6 +359,14 @@ RmsNormOps FindRmsNormOps(const Graph& g) {
     if (r < 0) continue;
     bool any = false;
     const int x = p.inputs[0];
+    // The Pow's own line (innermost frame) as the stack trace gives it.
+    bool upcasts_inline = false;
+    if (p.stack >= 0 && static_cast<size_t>(p.stack) < g.stacks.size() &&
+        !g.stacks[p.stack].empty()) {
+      const int f = g.stacks[p.stack].back();
+      upcasts_inline = f >= 0 && static_cast<size_t>(f) < g.frames.size() &&
+                       g.frames[f].statement.upcasts_inline;
+    }
     for (int m : g.tensors[r].consumers) {
       const Node& mul = g.nodes[m];
       if (mul.op_type != op_names::kMul) continue;
@@ -370,7 +378,10 @@ RmsNormOps FindRmsNormOps(const Graph& g) {
         }
       }
       // x * rsqrt(mean(x^2) + eps): the same x the Pow squares.
-      if (weighted && (mul.inputs[0] == x || mul.inputs[1] == x)) found.normalize_muls.insert(m);
+      if (weighted && (mul.inputs[0] == x || mul.inputs[1] == x)) {
+        found.normalize_muls.insert(m);
+        if (upcasts_inline) found.half_input_muls.insert(m);
+      }
       any = any || weighted;
     }
     if (any) found.mean_square_pows.insert(ni);

@@ -40,6 +40,11 @@ struct RmsNormOps {
   std::set<int> mean_square_pows;  ///< The Pow(x, 2) nodes.
   std::set<int> normalize_muls;    ///< The Mul(x, rsqrt(...)) nodes.
   std::set<int> weight_muls;       ///< The Mul by the weight.
+  /// Normalize muls that read the half-precision x although the Pow squares
+  /// an fp32 copy: the Pow's line upcasts inline
+  /// (`x.to(torch.float32).pow(2)`, T5LayerNorm), where LlamaRMSNorm rebinds
+  /// x to the copy first (`x = x.to(torch.float32)`) and both read it.
+  std::set<int> half_input_muls;
 };
 [[nodiscard]] RmsNormOps FindRmsNormOps(const Graph& g);
 

@@ -84,6 +84,10 @@ struct PyStatement {
   /// the line joins (`torch.cat(feats[::-1], dim=1)`): the container keeps
   /// every element alive while its name refers to it.
   std::vector<std::string> joined;
+  /// The line converts a value to float32 inside an expression
+  /// (`x.to(torch.float32).pow(2)`, `x.float()`): a copy only that expression
+  /// reads, where `x = x.to(torch.float32)` rebinds x for later lines.
+  bool upcasts_inline = false;
 };
 
 /// One Python frame of a node's stack trace: a module's forward, running

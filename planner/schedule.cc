@@ -945,8 +945,10 @@ void Builder::AddComputeOp(int ni, const OpDef* def, std::vector<int> in) {
       rms_fp32_copy_[x] = in[0];
     }
     // x * rsqrt(...) reads that fp32 copy too (one tensor, which both keep
-    // for backward), not the half-precision x.
-    if (a_.rms_norms.normalize_muls.count(ni)) {
+    // for backward), not the half-precision x; unless the copy was made
+    // inline for the square alone (T5LayerNorm): then the mul keeps the half
+    // x and its product is fp32 by type promotion.
+    if (a_.rms_norms.normalize_muls.count(ni) && !a_.rms_norms.half_input_muls.count(ni)) {
       for (int& x : in) {
         auto it = x >= 0 ? rms_fp32_copy_.find(x) : rms_fp32_copy_.end();
         if (it != rms_fp32_copy_.end()) x = it->second;

@@ -284,16 +284,28 @@ TEST(SdpaSchedule, PermutedPositionBiasRunsTheMathKernel) {
   EXPECT_EQ(s.vals[soft->out[0]].dtype, DType::kFloat);
 }
 
-// RMSNorm in a bf16 model computes its mean square from an fp32 copy (HF:
-// hidden_states.to(torch.float32)) and casts back before the weight.
-TEST(SdpaSchedule, RmsNormInBf16UpcastsToFp32) {
+// RMSNorm written as ops: x^2 -> mean -> + eps -> sqrt -> 1/ -> x * . -> w * .;
+// the Pow's line (its stack trace's innermost frame) upcasts inline or not.
+GraphBuilder RmsNorm(bool pow_upcasts_inline) {
   GraphBuilder b;
   Projected(&b, "x", {kB, kS, kD});
   b.Init("norm_w", {kD});
   Constant(&b, "two", 2.0);
   Constant(&b, "eps", 1e-6);
   b.Ints("last", {-1});
-  b.Op("Pow", {"x", "two"}, {"sq"}, "pow");
+  Node& pow = b.Op("Pow", {"x", "two"}, {"sq"}, "pow");
+  {
+    SourceFrame f;
+    f.file = "modeling.py";
+    f.line = 65;
+    f.function = "forward";
+    f.statement.kind = PyStatement::Kind::kAssign;
+    f.statement.targets = {{"variance"}};
+    f.statement.upcasts_inline = pow_upcasts_inline;
+    b.g.frames.push_back(f);
+    b.g.stacks.push_back({static_cast<int>(b.g.frames.size()) - 1});
+    pow.stack = static_cast<int>(b.g.stacks.size()) - 1;
+  }
   b.Op("ReduceMean", {"sq", "last"}, {"ms"}, "mean").attrs["keepdims"] = IntAttr(1);
   b.Op("Add", {"ms", "eps"}, {"mse"}, "add_eps");
   b.Op("Sqrt", {"mse"}, {"rms"}, "sqrt");
@@ -301,15 +313,25 @@ TEST(SdpaSchedule, RmsNormInBf16UpcastsToFp32) {
   b.Op("Mul", {"x", "inv"}, {"normed"}, "normalise");
   b.Op("Mul", {"norm_w", "normed"}, {"y"}, "weight");
   b.Output("y");
+  return b;
+}
+
+const ExecOp* Labelled(const Schedule& s, const std::string& label) {
+  for (const ExecOp& op : s.ops) {
+    if (op.label == label) return &op;
+  }
+  return nullptr;
+}
+
+// RMSNorm in a bf16 model computes its mean square from an fp32 copy (HF:
+// hidden_states.to(torch.float32)) and casts back before the weight.
+TEST(SdpaSchedule, RmsNormInBf16UpcastsToFp32) {
+  GraphBuilder b = RmsNorm(false);  // variance = hidden_states.pow(2).mean(...)
   Status st = InferShapes(&b.g, ShapeBindings(), nullptr);
   ASSERT_TRUE(st.ok()) << st.message();
   const Schedule s = Build(b, Precision::kBf16);
-  const ExecOp* pow = nullptr;
-  const ExecOp* weight = nullptr;
-  for (const ExecOp& op : s.ops) {
-    if (op.label == "pow") pow = &op;
-    if (op.label == "weight") weight = &op;
-  }
+  const ExecOp* pow = Labelled(s, "pow");
+  const ExecOp* weight = Labelled(s, "weight");
   ASSERT_NE(pow, nullptr);
   ASSERT_NE(weight, nullptr);
   // Pow reads (and keeps) an fp32 copy of x: B*S*D*4 bytes.
@@ -317,10 +339,7 @@ TEST(SdpaSchedule, RmsNormInBf16UpcastsToFp32) {
   EXPECT_EQ(s.vals[pow->in[0]].bytes, kB * kS * kD * 4);
   // x * rsqrt reads that same copy (LlamaRMSNorm's hidden_states), so the
   // bf16 x is not kept beside it; one cast in all before the weight's.
-  const ExecOp* normalise = nullptr;
-  for (const ExecOp& op : s.ops) {
-    if (op.label == "normalise") normalise = &op;
-  }
+  const ExecOp* normalise = Labelled(s, "normalise");
   ASSERT_NE(normalise, nullptr);
   EXPECT_EQ(normalise->in[0], pow->in[0]);
   EXPECT_EQ(Count(s, "Cast"), 2);
@@ -329,6 +348,29 @@ TEST(SdpaSchedule, RmsNormInBf16UpcastsToFp32) {
   // In fp32 nothing is copied.
   const Schedule f = Build(b, Precision::kFp32);
   EXPECT_EQ(Count(f, "Cast"), 0);
+}
+
+// T5LayerNorm upcasts inline for the square alone
+// (`hidden_states.to(torch.float32).pow(2)`): x * rsqrt reads the bf16 x,
+// which it keeps for backward, and its product is fp32 by type promotion,
+// cast to bf16 before the weight.
+TEST(SdpaSchedule, RmsNormUpcastInlineKeepsTheHalfInput) {
+  GraphBuilder b = RmsNorm(true);
+  Status st = InferShapes(&b.g, ShapeBindings(), nullptr);
+  ASSERT_TRUE(st.ok()) << st.message();
+  const Schedule s = Build(b, Precision::kBf16);
+  const ExecOp* pow = Labelled(s, "pow");
+  const ExecOp* normalise = Labelled(s, "normalise");
+  const ExecOp* weight = Labelled(s, "weight");
+  ASSERT_NE(pow, nullptr);
+  ASSERT_NE(normalise, nullptr);
+  ASSERT_NE(weight, nullptr);
+  EXPECT_EQ(s.vals[pow->in[0]].dtype, DType::kFloat);
+  EXPECT_EQ(normalise->in[0], b.g.Find("x"));
+  EXPECT_EQ(s.vals[normalise->in[0]].dtype, DType::kBFloat16);
+  EXPECT_EQ(s.vals[normalise->out[0]].dtype, DType::kFloat);
+  for (int x : weight->in) EXPECT_EQ(s.vals[x].dtype, DType::kBFloat16);
+  EXPECT_EQ(Count(s, "Cast"), 2);
 }
 
 }  // namespace

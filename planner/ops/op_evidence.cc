@@ -14,7 +14,7 @@ struct OpEntry {
 // Op rules: every op the calibration models and the matching family
 // configurations run (evidence_check --print).
 const OpEntry kOpEvidence[] = {
-    {"Abs", {"family rows of t5_encdec, t5_encdec_c", kFp32 | kAmpBf16 | kAmpFp16, kFp32}},
+    {"Abs", {"family rows of t5_encdec, t5_encdec_c", kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
     {"Add",
      {"calibration rows of bert_base, gpt2, mobilenet_v2, resnet18, resnet50, vit_b_16; family "
       "rows of deeplab_mnv3, llama_gqa, qwen_bigvocab, t5_encdec, unet_ldm, wav2vec2_cls",
@@ -81,7 +81,8 @@ const OpEntry kOpEvidence[] = {
     {"GlobalAveragePool",
      {"calibration rows of mobilenet_v2, resnet50; family rows of deeplab_mnv3",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
-    {"Greater", {"family rows of t5_encdec, t5_encdec_c", kFp32 | kAmpBf16 | kAmpFp16, kFp32}},
+    {"Greater",
+     {"family rows of t5_encdec, t5_encdec_c", kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
     {"GroupNormalization",
      {"family rows of unet_ldm, unet_ldm_c, wav2vec2_cls", kFp32 | kAmpBf16 | kAmpFp16 | kBf16,
       kFp32}},
@@ -103,8 +104,8 @@ const OpEntry kOpEvidence[] = {
       kFp32}},
     {"LessOrEqual",
      {"calibration rows of gpt2; family rows of t5_encdec, t5_encdec_c",
-      kFp32 | kAmpBf16 | kAmpFp16, kFp32}},
-    {"Log", {"family rows of t5_encdec, t5_encdec_c", kFp32 | kAmpBf16 | kAmpFp16, kFp32}},
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
+    {"Log", {"family rows of t5_encdec, t5_encdec_c", kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
     {"MatMul",
      {"calibration rows of bert_base, gpt2, vit_b_16; family rows of gru_lm, gru_seqfirst, "
       "llama_gqa, lstm_lm, lstm_tagger, qwen_bigvocab, t5_encdec, unet_ldm, wav2vec2_cls; over "
@@ -113,7 +114,7 @@ const OpEntry kOpEvidence[] = {
     {"Max", {"calibration rows of gpt2", kAmpBf16, 0}},
     {"MaxPool",
      {"calibration rows of resnet18, resnet50", kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
-    {"Min", {"family rows of t5_encdec, t5_encdec_c", kFp32 | kAmpBf16 | kAmpFp16, kFp32}},
+    {"Min", {"family rows of t5_encdec, t5_encdec_c", kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
     {"Mul",
      {"calibration rows of gpt2; family rows of deeplab_mnv3, llama_gqa, qwen_bigvocab, t5_encdec, "
       "unet_ldm, wav2vec2_cls",
@@ -176,7 +177,7 @@ const OpEntry kOpEvidence[] = {
       kFp32}},
     {"Sub",
      {"calibration rows of gpt2; family rows of t5_encdec, t5_encdec_c",
-      kFp32 | kAmpBf16 | kAmpFp16, kFp32}},
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
     {"Swish",
      {"family rows of llama_gqa, llama_mqa_c, qwen_bigvocab, qwen_bigvocab_c, unet_ldm, unet_ldm_c",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
@@ -193,7 +194,7 @@ const OpEntry kOpEvidence[] = {
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
     {"Where",
      {"calibration rows of bert_base, gpt2; family rows of t5_encdec, t5_encdec_c",
-      kFp32 | kAmpBf16 | kAmpFp16, kFp32}},
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
 };
 
 }  // namespace
