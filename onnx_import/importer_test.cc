@@ -190,9 +190,9 @@ TEST(ParsePyStatement, TellsReturnsAndStatementsThatBindNothing) {
 // A float32 copy read within its own line (T5LayerNorm's square) is told
 // from one a line binds to a name (LlamaRMSNorm's `x = x.to(torch.float32)`).
 TEST(ParsePyStatement, TellsAnUpcastReadWithinTheLine) {
-  EXPECT_TRUE(ParsePyStatement(
-                  "variance = hidden_states.to(torch.float32).pow(2).mean(-1, keepdim=True)")
-                  .upcasts_inline);
+  EXPECT_TRUE(
+      ParsePyStatement("variance = hidden_states.to(torch.float32).pow(2).mean(-1, keepdim=True)")
+          .upcasts_inline);
   EXPECT_TRUE(ParsePyStatement("output = self._norm(x.float())").upcasts_inline);
   EXPECT_TRUE(ParsePyStatement("y = x.to(dtype=torch.float32) * w").upcasts_inline);
   EXPECT_FALSE(ParsePyStatement("hidden_states = hidden_states.to(torch.float32)").upcasts_inline);
