@@ -16,10 +16,10 @@
 // Usage: advise_bench [--dir bench/calibration] [--models models]
 //                     [--families bench/results/families_h200.jsonl]
 //                     [--extra bench/results/advise_fit/top_h200.jsonl]
-// --extra: more measured batches of the same curves (the same protocols,
-// one fresh process each), between or above the budgets' batches; they
-// refine the truth and are never budgets themselves. A batch measured in
-// both files keeps the first measurement.
+// --extra A[,B...]: more measured batches of the same curves (the same
+// protocols, one fresh process each), between or above the budgets'
+// batches; they refine the truth and are never budgets themselves. A batch
+// measured in two files keeps the first measurement.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -132,17 +132,26 @@ int main(int argc, char** argv) {
     c.model = kv.first.substr(0, bar);
     c.precision = kv.first.substr(bar + 1);
     for (const auto& point : kv.second) c.refs.push_back(point.first);
-    // The loss and batch layout bench/families.py trains them with.
-    if (c.model == "unet_ldm") c.loss = memplan::Loss::kMse;
+    // The loss and batch layout bench/families.py trains them with (its
+    // other sizes, `unet_ldm_b` ..., train as the family does).
+    if (c.model == "unet_ldm" || c.model.rfind("unet_ldm_", 0) == 0) c.loss = memplan::Loss::kMse;
     if (c.model == "gru_seqfirst") c.batch_symbol = "batch";
     c.family = true;
     cases.push_back(c);
     curves[kv.first] = kv.second;
   }
-  for (const auto& kv : ReadCurves(extra)) {
-    auto it = curves.find(kv.first);
-    if (it == curves.end()) continue;
-    for (const auto& point : kv.second) it->second.insert(point);
+  // --extra A,B,...: every file in turn.
+  for (size_t from = 0; from <= extra.size();) {
+    size_t comma = extra.find(',', from);
+    if (comma == std::string::npos) comma = extra.size();
+    const std::string file = extra.substr(from, comma - from);
+    from = comma + 1;
+    if (file.empty()) continue;
+    for (const auto& kv : ReadCurves(file)) {
+      auto it = curves.find(kv.first);
+      if (it == curves.end()) continue;
+      for (const auto& point : kv.second) it->second.insert(point);
+    }
   }
   std::printf("%-13s %-9s %6s %12s %9s %7s %7s %8s %6s %12s %8s  %s\n", "model", "precision",
               "ref_b", "budget", "plan_err", "unmeas", "true_b", "advised", "ratio", "pred_reserv",
