@@ -307,6 +307,61 @@ bool TryGroupNorm(const Graph& g, int inorm, FusedRegion* r) {
   return true;
 }
 
+// Weight norm (torch.nn.utils.parametrizations.weight_norm, or the older
+// hook) as the exporters write torch._weight_norm(v, g, dim): ReduceL2 of
+// the parameter v over every dim but `dim` (kept) -> Div(v, norm) ->
+// Mul(., g), g a parameter of the norm's size. On CUDA PyTorch runs one
+// kernel for `dim` first or last (_weight_norm_interface): it makes w and
+// the float32 norms and keeps v, g and the norms for backward, where the
+// pieces would also make v / ||v|| and keep it.
+bool TryWeightNorm(const Graph& g, int reduce, FusedRegion* r) {
+  const Node& n = g.nodes[reduce];
+  if (n.inputs.empty() || n.inputs[0] < 0 || n.outputs.empty() || n.outputs[0] < 0) return false;
+  const int v = n.inputs[0];
+  if (g.tensors[v].kind != TensorKind::kInitializer) return false;
+  const std::vector<int64_t>& vs = g.tensors[v].shape;
+  const int norm = n.outputs[0];
+  const std::vector<int64_t>& ns = g.tensors[norm].shape;
+  if (vs.size() < 2 || ns.size() != vs.size()) return false;
+  int kept = -1;
+  for (size_t d = 0; d < vs.size(); ++d) {
+    if (ns[d] == vs[d] && vs[d] != 1) {
+      if (kept >= 0) return false;
+      kept = static_cast<int>(d);
+    } else if (ns[d] != 1) {
+      return false;
+    }
+  }
+  if (kept != 0 && kept != static_cast<int>(vs.size()) - 1) return false;
+  const int div = OnlyConsumer(g, norm);
+  if (div < 0 || g.nodes[div].op_type != op_names::kDiv || !g.nodes[div].domain.empty() ||
+      g.nodes[div].inputs.size() != 2 || g.nodes[div].inputs[0] != v ||
+      g.nodes[div].inputs[1] != norm || g.nodes[div].outputs.empty() ||
+      g.nodes[div].outputs[0] < 0) {
+    return false;
+  }
+  const int unit = g.nodes[div].outputs[0];
+  const int mul = OnlyConsumer(g, unit);
+  if (mul < 0 || g.nodes[mul].op_type != op_names::kMul || !g.nodes[mul].domain.empty() ||
+      g.nodes[mul].outputs.empty() || g.nodes[mul].outputs[0] < 0) {
+    return false;
+  }
+  std::vector<int> gchain;
+  const int gain = ParameterBehind(g, OtherInput(g.nodes[mul], unit), &gchain);
+  const int w = g.nodes[mul].outputs[0];
+  if (gain < 0 || NumelOf(g.tensors[gain].shape) != NumelOf(ns) || g.tensors[w].shape != vs) {
+    return false;
+  }
+  r->op_type = op_names::kWeightNorm;
+  r->nodes = {reduce, div, mul};
+  r->nodes.insert(r->nodes.end(), gchain.begin(), gchain.end());
+  r->last_node = mul;
+  r->input = v;
+  r->output = w;
+  r->weight = gain;
+  return true;
+}
+
 }  // namespace
 
 std::vector<FusedRegion> FindFusedRegions(const Graph& g) {
@@ -318,6 +373,9 @@ std::vector<FusedRegion> FindFusedRegions(const Graph& g) {
     if (g.nodes[i].op_type == op_names::kSigmoid && TrySilu(g, i, &r)) out.push_back(std::move(r));
     if (g.nodes[i].op_type == op_names::kSigmoid && TryGlu(g, i, &r)) out.push_back(std::move(r));
     if (g.nodes[i].op_type == op_names::kInstanceNormalization && TryGroupNorm(g, i, &r)) {
+      out.push_back(std::move(r));
+    }
+    if (g.nodes[i].op_type == op_names::kReduceL2 && TryWeightNorm(g, i, &r)) {
       out.push_back(std::move(r));
     }
   }

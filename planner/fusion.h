@@ -14,23 +14,26 @@ namespace memplan {
 /// x * 0.5 * (1 + erf(x / sqrt(2)))); planning the pieces would keep every
 /// intermediate for backward, which PyTorch does not.
 struct FusedRegion {
-  std::string op_type;     ///< The op PyTorch runs ("Gelu", "Swish", "Glu", "GroupNormalization").
+  std::string op_type;     ///< The op PyTorch runs ("Gelu", "Swish", "Glu", "GroupNormalization",
+                           ///< "WeightNorm").
   std::vector<int> nodes;  ///< Nodes replaced.
   int last_node = -1;      ///< Where the fused op is scheduled.
   int input = -1;          ///< Tensor id of the op's (data) input.
   int output = -1;         ///< Tensor id of its output.
   /// GroupNormalization: the weight and bias initializers (-1 without
-  /// affine) and the number of groups.
+  /// affine) and the number of groups; WeightNorm: weight is the gain g.
   int weight = -1;
   int bias = -1;
   int64_t groups = 0;
 };
 
 /// Finds erf-form GELU, x * sigmoid(x) (SiLU), a * sigmoid(b) of the two
-/// halves of one Split (GLU) and group norm written as
+/// halves of one Split (GLU), group norm written as
 /// Reshape [N, G, -1] -> InstanceNormalization (unit scale, zero bias) ->
 /// Reshape back -> Mul weight -> Add bias (both exporters' decomposition of
-/// F.group_norm), whose inner tensors are used only inside the pattern.
+/// F.group_norm) and weight norm written as ReduceL2(v) -> Div(v, .) ->
+/// Mul(., g) on two parameters (WeightNorm: input v, weight g), whose inner
+/// tensors are used only inside the pattern.
 [[nodiscard]] std::vector<FusedRegion> FindFusedRegions(const Graph& g);
 
 /// The nodes of RMSNorm written as ops (Hugging Face's LlamaRMSNorm,

@@ -19,6 +19,8 @@ namespace {
 
 using testing_util::D;
 using testing_util::GraphBuilder;
+using testing_util::IntAttr;
+using testing_util::IntsAttr;
 using testing_util::TensorAttr;
 
 void FloatConstant(GraphBuilder* b, const std::string& name, double v) {
@@ -508,6 +510,96 @@ TEST(FusionGroupNorm, InferencePeakIsInputOutputAndTemporaries) {
   ASSERT_TRUE(plan.ok()) << plan.message();
   EXPECT_EQ(plan->peak.allocated_bytes, 1024 + 16384 + 16384 + 512);
   EXPECT_EQ(plan->peak.node, "add");
+}
+
+// A Conv1d weight [K, C, kernel] under weight norm over its last dim (as
+// wav2vec2's positional convolution): ReduceL2(v) -> Div(v, .) -> Mul(., g)
+// into a convolution. `kept` is the dim the norm keeps.
+GraphBuilder WeightNormGraph(int kept, bool unit_read_twice = false) {
+  GraphBuilder b;
+  b.Input("x", {D(2), D(16), D(40)});
+  b.Init("v", {16, 4, 8});
+  std::vector<int64_t> gs = {1, 1, 1};
+  gs[kept] = std::vector<int64_t>{16, 4, 8}[kept];
+  b.Init("g", gs);
+  std::vector<int64_t> axes;
+  for (int d = 0; d < 3; ++d) {
+    if (d != kept) axes.push_back(d);
+  }
+  Node& l2 = b.Op("ReduceL2", {"v"}, {"norm"}, "l2");
+  l2.attrs["axes"] = IntsAttr(axes);
+  l2.attrs["keepdims"] = IntAttr(1);
+  b.Op("Div", {"v", "norm"}, {"unit"}, "div");
+  b.Op("Mul", {"unit", "g"}, {"w"}, "mul");
+  Node& conv = b.Op("Conv", {"x", "w"}, {"y"}, "conv");
+  conv.attrs["group"] = IntAttr(4);
+  conv.attrs["pads"] = IntsAttr({4, 3});
+  if (unit_read_twice) b.Output("unit");
+  b.Output("y");
+  return b;
+}
+
+std::vector<FusedRegion> WeightNormRegions(GraphBuilder* b) {
+  Status st = InferShapes(&b->g, ShapeBindings(), nullptr);
+  EXPECT_TRUE(st.ok()) << st.message();
+  std::vector<FusedRegion> out;
+  for (FusedRegion& r : FindFusedRegions(b->g)) {
+    if (r.op_type == "WeightNorm") out.push_back(r);
+  }
+  return out;
+}
+
+TEST(FusionWeightNorm, NormOverTheLastDimIsOneWeightNorm) {
+  GraphBuilder b = WeightNormGraph(2);
+  auto regions = WeightNormRegions(&b);
+  ASSERT_EQ(regions.size(), 1u);
+  const FusedRegion& r = regions[0];
+  EXPECT_EQ(r.input, b.g.Find("v"));
+  EXPECT_EQ(r.weight, b.g.Find("g"));
+  EXPECT_EQ(r.output, b.g.Find("w"));
+  EXPECT_EQ(r.last_node, NodeIndex(b.g, "mul"));
+  std::vector<int> nodes = r.nodes;
+  std::sort(nodes.begin(), nodes.end());
+  EXPECT_EQ(nodes, Nodes(b, {"l2", "div", "mul"}));
+  // dim 0 (nn.utils.weight_norm's default) is the fused kernel's too.
+  GraphBuilder first = WeightNormGraph(0);
+  EXPECT_EQ(WeightNormRegions(&first).size(), 1u);
+}
+
+// A middle dim runs PyTorch's composite path, and an inner tensor read
+// elsewhere cannot be fused away.
+TEST(FusionWeightNorm, MiddleDimOrAnInnerTensorReadElsewhereIsNotFused) {
+  GraphBuilder middle = WeightNormGraph(1);
+  EXPECT_TRUE(WeightNormRegions(&middle).empty());
+  GraphBuilder read = WeightNormGraph(2, true);
+  EXPECT_TRUE(WeightNormRegions(&read).empty());
+}
+
+// Training runs one WeightNorm that makes w and keeps the float32 norms
+// (g's size), not the pieces' v / ||v||.
+TEST(FusionWeightNorm, ScheduleRunsOneWeightNormThatKeepsTheNorms) {
+  GraphBuilder b = WeightNormGraph(2);
+  Status st = InferShapes(&b.g, ShapeBindings(), nullptr);
+  ASSERT_TRUE(st.ok()) << st.message();
+  PlanOptions o;
+  o.mode = Mode::kTrain;
+  auto s = BuildSchedule(b.g, o);
+  ASSERT_TRUE(s.ok()) << s.message();
+  int fused = 0;
+  for (const ExecOp& op : s->ops) {
+    EXPECT_NE(op.op_type, "Div");
+    EXPECT_NE(op.op_type, "ReduceL2");
+    if (op.op_type != "WeightNorm") continue;
+    ++fused;
+    EXPECT_EQ(op.in, (std::vector<int>{b.g.Find("v"), b.g.Find("g")}));
+    EXPECT_EQ(op.out, (std::vector<int>{b.g.Find("w")}));
+    int64_t extra = 0;
+    for (const SavedRef& sv : op.saved) {
+      if (sv.val < 0) extra += sv.bytes;
+    }
+    EXPECT_EQ(extra, 8 * 4);  // the norms: 8 float32 values
+  }
+  EXPECT_EQ(fused, 1);
 }
 
 }  // namespace

@@ -600,6 +600,7 @@ class Builder {
                   const std::vector<SavedRef>* explicit_saves, int64_t flops);
   void AppendAttention(const AttentionRegion& r, const std::string& label);
   void AddGroupNorm(const FusedRegion& r, int ni, const OpDef* def);
+  void AddWeightNorm(const FusedRegion& r, int ni, const OpDef* def);
   void AppendRnn(const RnnRegion& r, const std::string& label);
   int Synthetic(const std::string& name, const std::vector<int64_t>& shape, DType dt,
                 const std::vector<int64_t>& strides, int base);
@@ -1299,8 +1300,12 @@ void Builder::AddNode(int ni) {
     return;
   }
   bool view = def && def->alias == Alias::kView && !in.empty() && in[0] >= 0;
-  // Dropout in eval mode returns its input itself (and makes no mask).
-  if (def && def->eval_identity && o_.mode == Mode::kInference && !in.empty() && in[0] >= 0) {
+  // Dropout in eval mode returns its input itself (and makes no mask), and
+  // so does one of probability 0 in training: F.dropout(x, 0.0, True) takes
+  // _dropout_impl, which returns its input when p == 0
+  // (aten/src/ATen/native/Dropout.cpp; the fused kernel needs 0 < p < 1).
+  if (def && def->eval_identity &&
+      (o_.mode == Mode::kInference || DropoutRatio(g_, n) == 0.0) && !in.empty() && in[0] >= 0) {
     const bool mask_read =
         n.outputs.size() > 1 && n.outputs[1] >= 0 && !g_.tensors[n.outputs[1]].consumers.empty();
     view = !mask_read;
@@ -2169,6 +2174,21 @@ void Builder::AddGroupNorm(const FusedRegion& r, int ni, const OpDef* def) {
   GroupNormWorkspaces(xv, r.groups, r.weight >= 0, &s_.ops.back());
 }
 
+// torch._weight_norm as one kernel (FusedRegion): w of v's shape; backward
+// keeps v and g (parameters) and the float32 norms, of g's size
+// (aten/src/ATen/native/cuda/WeightNorm.cu; the amp_bf16 trace of
+// wav2vec2_ln_c b32, events 234-235: w 3.1 MiB, the norms 512 bytes).
+void Builder::AddWeightNorm(const FusedRegion& r, int ni, const OpDef* def) {
+  const int v = val_of_[r.input];
+  const int gain = val_of_[r.weight];
+  const std::vector<SavedRef> saves = {
+      {v, 0, ""}, {gain, 0, ""}, {-1, BytesOf(s_.vals[gain].shape, DType::kFloat), "norms"}};
+  int64_t numel = 0;
+  CheckedNumel(s_.vals[v].shape, &numel);
+  AddCompute(r.op_type, g_.nodes[ni].Label(ni), ni, def, {v, gain}, {r.output}, &saves,
+             SatMulNonNeg(3, numel));
+}
+
 void Builder::ProcessNode(int ni) {
   {
     auto fit = fused_.find(ni);
@@ -2177,6 +2197,10 @@ void Builder::ProcessNode(int ni) {
       const OpDef* def = FindOp("", r.op_type);
       if (def && def->group_norm_workspaces) {
         AddGroupNorm(r, ni, def);
+        return;
+      }
+      if (r.op_type == op_names::kWeightNorm) {
+        AddWeightNorm(r, ni, def);
         return;
       }
       AddCompute(r.op_type, g_.nodes[ni].Label(ni), ni, def, {val_of_[r.input]}, {r.output},

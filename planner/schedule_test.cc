@@ -18,6 +18,7 @@ using testing_util::D;
 using testing_util::GraphBuilder;
 using testing_util::IntsAttr;
 using testing_util::S;
+using testing_util::TensorAttr;
 using Shape = std::vector<int64_t>;
 
 // ---------------------------------------------------------------- strides
@@ -1130,6 +1131,35 @@ TEST(ScheduleConv, DropoutIsItsInputInInference) {
   auto train = Build(&t, 8, Precision::kFp32, Mode::kTrain);
   ASSERT_TRUE(train.ok()) << train.message();
   EXPECT_FALSE(OpOfNode(train.value(), t.g, "drop")->view);
+}
+
+// F.dropout(x, 0.0, training=True) returns x itself (_dropout_impl, p == 0):
+// the TorchScript export's Dropout(ratio 0, training_mode true) makes no
+// tensor in training either; a ratio above 0 does.
+TEST(ScheduleConv, DropoutOfProbabilityZeroIsItsInputInTraining) {
+  auto build = [](float ratio) {
+    GraphBuilder b;
+    b.Input("x", {S("N"), D(64)});
+    b.Init("W", {64, 64});
+    b.Op("MatMul", {"x", "W"}, {"h"}, "mm");
+    b.Op("Constant", {}, {"ratio"}, "ratio_const").attrs["value"] =
+        TensorAttr(DType::kFloat, {}, {}, {ratio});
+    b.Op("Constant", {}, {"on"}, "on_const").attrs["value"] =
+        TensorAttr(DType::kBool, {}, {1});
+    b.Op("Dropout", {"h", "ratio", "on"}, {"d", "mask"}, "drop");
+    b.Op("Relu", {"d"}, {"y"}, "relu");
+    b.Output("y");
+    return b;
+  };
+  GraphBuilder zero = build(0.0F);
+  auto s = Build(&zero, 8, Precision::kFp32, Mode::kTrain);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(OpOfNode(s.value(), zero.g, "drop")->view);
+  EXPECT_EQ(s->vals[zero.g.Find("d")].base, zero.g.Find("h"));
+  GraphBuilder tenth = build(0.1F);
+  auto t = Build(&tenth, 8, Precision::kFp32, Mode::kTrain);
+  ASSERT_TRUE(t.ok()) << t.message();
+  EXPECT_FALSE(OpOfNode(t.value(), tenth.g, "drop")->view);
 }
 
 }  // namespace

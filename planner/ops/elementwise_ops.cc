@@ -7,6 +7,7 @@
 
 #include "planner/checked.h"
 #include "planner/op_registry.h"
+#include "planner/ops/op_names.h"
 #include "planner/ops/op_util.h"
 
 namespace memplan {
@@ -397,13 +398,7 @@ void SaveDropout(const SaveContext& c, std::vector<Saved>* out) {
   if (!c.AnyInputRequiresGrad() || c.graph == nullptr || c.node == nullptr) return;
   const Graph& g = *c.graph;
   const Node& n = *c.node;
-  double ratio = 0.5;
-  if (n.inputs.size() > 1 && n.inputs[1] >= 0) {
-    ConstantFloat(g, n.inputs[1], &ratio);
-  } else if (n.Has("ratio")) {
-    ratio = n.GetFloat("ratio", 0.5f);
-  }
-  if (!(ratio > 0)) return;
+  if (!(DropoutRatio(g, n) > 0)) return;
   if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
     const Tensor& tm = g.tensors[n.inputs[2]];
     if (tm.has_values && !tm.values.empty() && tm.values[0] == 0) return;
@@ -451,6 +446,16 @@ OpDef Def(ShapeFn fn, SavesFn saves = nullptr, Autocast ac = Autocast::kPassthro
 
 }  // namespace
 
+double DropoutRatio(const Graph& g, const Node& n) {
+  double ratio = 0.5;
+  if (n.inputs.size() > 1 && n.inputs[1] >= 0) {
+    if (!ConstantFloat(g, n.inputs[1], &ratio)) ratio = 0.5;
+  } else if (n.Has("ratio")) {
+    ratio = n.GetFloat("ratio", 0.5f);
+  }
+  return ratio;
+}
+
 void RegisterElementwiseOps(OpTable* t) {
   const Autocast F = Autocast::kFp32;
   const Autocast P = Autocast::kPassthrough;
@@ -487,6 +492,11 @@ void RegisterElementwiseOps(OpTable* t) {
   }
   // glu keeps its input (derivatives.yaml: glu_backward(grad, self, dim)).
   t->Add("Glu", Def(GluShape, SaveInput0));
+  // torch._weight_norm(v, g, dim) as one kernel (_weight_norm_interface),
+  // fused from ReduceL2 -> Div -> Mul on the two parameters: w = g * v /
+  // ||v||, of v's shape; backward reads v, g and the float32 norms, which the
+  // schedule adds (FusedRegion, Builder::AddWeightNorm).
+  t->Add(op_names::kWeightNorm, Def(BinaryShape, SaveAllInputs));
   t->Add("Log", Def(UnaryShape, SaveInput0, F));
   t->Add("Softplus", Def(UnaryShape, SaveInput0, F));
   // Unary ops whose gradient needs nothing (or is zero).

@@ -133,9 +133,6 @@ const OpEntry kOpEvidence[] = {
      {"family rows of llama_gqa, llama_mqa_c, qwen_bigvocab, qwen_bigvocab_c, t5_encdec, "
       "t5_encdec_c",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
-    {"ReduceL2",
-     {"family rows of wav2vec2_cls, wav2vec2_ln_c, wav2vec2_lnb_c",
-      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
     {"ReduceMean",
      {"calibration rows of mobilenet_v2, resnet18, resnet50; family rows of llama_gqa, "
       "qwen_bigvocab, t5_encdec, wav2vec2_cls",
@@ -194,6 +191,9 @@ const OpEntry kOpEvidence[] = {
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
     {"Where",
      {"calibration rows of bert_base, gpt2; family rows of t5_encdec, t5_encdec_c",
+      kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
+    {"WeightNorm",
+     {"family rows of wav2vec2_cls, wav2vec2_ln_c, wav2vec2_lnb_c",
       kFp32 | kAmpBf16 | kAmpFp16 | kBf16, kFp32}},
 };
 

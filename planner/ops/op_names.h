@@ -34,6 +34,7 @@ inline constexpr char kMatMul[] = "MatMul";
 inline constexpr char kMul[] = "Mul";
 inline constexpr char kPow[] = "Pow";
 inline constexpr char kReciprocal[] = "Reciprocal";
+inline constexpr char kReduceL2[] = "ReduceL2";
 inline constexpr char kReduceMean[] = "ReduceMean";
 inline constexpr char kReshape[] = "Reshape";
 inline constexpr char kRsqrt[] = "Rsqrt";
@@ -46,6 +47,7 @@ inline constexpr char kTanh[] = "Tanh";
 inline constexpr char kTile[] = "Tile";
 inline constexpr char kTranspose[] = "Transpose";
 inline constexpr char kUnsqueeze[] = "Unsqueeze";
+inline constexpr char kWeightNorm[] = "WeightNorm";
 
 }  // namespace op_names
 }  // namespace memplan

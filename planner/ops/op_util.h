@@ -70,6 +70,10 @@ bool InputScalarInt(const ShapeContext& ctx, int i, int64_t* out);
 /// Cast/CastLike/Identity. False when not a constant.
 bool InputConstantFloat(const ShapeContext& ctx, int i, double* out);
 
+/// A Dropout node's drop probability: its `ratio` input (a constant) or
+/// attribute, 0.5 (ONNX's default) when absent or not a constant.
+[[nodiscard]] double DropoutRatio(const Graph& g, const Node& n);
+
 /// Appends {kInput, i} to *out.
 void SaveInput(int i, std::vector<Saved>* out);
 /// Appends {kOutput, i} to *out.
