@@ -1304,8 +1304,8 @@ void Builder::AddNode(int ni) {
   // so does one of probability 0 in training: F.dropout(x, 0.0, True) takes
   // _dropout_impl, which returns its input when p == 0
   // (aten/src/ATen/native/Dropout.cpp; the fused kernel needs 0 < p < 1).
-  if (def && def->eval_identity &&
-      (o_.mode == Mode::kInference || DropoutRatio(g_, n) == 0.0) && !in.empty() && in[0] >= 0) {
+  if (def && def->eval_identity && (o_.mode == Mode::kInference || DropoutRatio(g_, n) == 0.0) &&
+      !in.empty() && in[0] >= 0) {
     const bool mask_read =
         n.outputs.size() > 1 && n.outputs[1] >= 0 && !g_.tensors[n.outputs[1]].consumers.empty();
     view = !mask_read;
