@@ -224,6 +224,26 @@ TEST(AdviseCli, AdviceIsTheSameForAnyThreadCount) {
   EXPECT_NE(bad.err.find("--threads"), std::string::npos) << bad.err;
 }
 
+// wav2vec2's peak is in its feature encoder, before the repeated encoder
+// layers: checkpointing them all does not lower it, and the note says
+// where the peak is. Its fp32 answer stops where the next batch puts
+// tensors past 2^31 elements, whose rules no measurement backs: said too.
+TEST(AdviseCli, NotesSayWhatStopsTheAnswer) {
+  CliRun r = Advise({ModelsDir() + "wav2vec2_cls_train.onnx", "--device", "h200", "--precision",
+                     "amp_bf16,fp32"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  const std::string notes = r.out + r.err;
+  EXPECT_NE(notes.find("checkpointing every block does not lower the planned peak (amp_bf16"),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("it is outside the blocks (at "), std::string::npos) << notes;
+  EXPECT_NE(notes.find("feature_extractor"), std::string::npos) << notes;
+  EXPECT_EQ(notes.find("implemented in this build"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("fp32: batch limited by the allowance for unmeasured rules: batch "),
+            std::string::npos)
+      << notes;
+}
+
 TEST(AdviseCli, DevicePresetSetsBudgetAndContext) {
   CliRun r = Advise({ModelsDir() + "resnet18_train.onnx", "--device", "T4", "--checkpoint", "none",
                      "--format", "json"});

@@ -1142,6 +1142,13 @@ Status FinishCandidate(Searcher& s, const AdviseShared& sh, Candidate* c, Placem
     const Probe* next = nullptr;
     if (r.search == BatchSearchKind::kReplay) {
       next = s.Cached(c->batch + 1, c->precision, c->checkpoint);
+      if (next == nullptr && c->uncertain_bytes > 0 && c->strategy == CheckpointStrategy::kNone) {
+        // Not planned by the replays: planned here, only where the answer
+        // already keeps an allowance, to say whether that is what stops it.
+        auto at = s.At(c->batch + 1, c->precision, c->checkpoint, sh.usable);
+        if (!at.ok()) return at.status();
+        next = at.value();
+      }
     } else {
       auto at = s.At(c->batch + 1, c->precision, c->checkpoint, sh.usable);
       if (!at.ok()) return at.status();
@@ -1152,6 +1159,27 @@ Status FinishCandidate(Searcher& s, const AdviseShared& sh, Candidate* c, Placem
       c->note = "batch limited by a 32-bit kernel index: at batch " + std::to_string(c->batch + 1) +
                 ", node '" + k.node + "' (" + k.op_type + ") would see " +
                 std::to_string(k.elements) + " elements, over PyTorch's limit of 2^31 - 1";
+      t->notes.emplace_back(false, std::string(PrecisionName(c->precision)) + ": " + c->note);
+    } else if (next != nullptr && !next->over_limit && !next->int32_overflow &&
+               next->uncertain > 0 && next->device <= sh.usable && next->Need() > sh.usable &&
+               c->strategy == CheckpointStrategy::kNone) {
+      // Stopped by the allowance for unmeasured rules (where a batch puts
+      // tensors past 2^31 elements, often all at once): said, or the
+      // headroom left looks unexplained.
+      std::string rules;
+      for (const RuleShare& rs : next->plan.coverage.rules) {
+        if (!rs.backed && rs.peak_bytes > 0) rules += (rules.empty() ? "" : ", ") + rs.rule;
+      }
+      char figures[160];
+      std::snprintf(figures, sizeof figures,
+                    "needs %.2f GiB of the %.2f GiB usable, but %.2f GiB of its peak",
+                    static_cast<double>(next->device) / (1 << 30),
+                    static_cast<double>(sh.usable) / (1 << 30),
+                    static_cast<double>(next->uncertain) / (1 << 30));
+      c->note = "batch limited by the allowance for unmeasured rules: batch " +
+                std::to_string(c->batch + 1) + " " + figures +
+                " rests on rules no measurement backs" + (rules.empty() ? "" : " (" + rules + ")") +
+                ", kept again in reserve; measure the model at that batch to lift the limit";
       t->notes.emplace_back(false, std::string(PrecisionName(c->precision)) + ": " + c->note);
     }
   }
@@ -1321,11 +1349,16 @@ Status RunTask(Searcher& s, const AdviseShared& sh, std::vector<PlacementTask>& 
       auto a = s.At(b_none, t.p, c.checkpoint);
       auto n = s.At(b_none, t.p, {});
       if (a.ok() && n.ok() && a.value()->device >= n.value()->device) {
+        // The peak lies where no repeated block runs (a feature encoder
+        // before the blocks, the loss over a large vocabulary, ...).
+        const Peak& at = n.value()->plan.peak;
+        std::string where = "at " + at.node;
+        if (!at.module.empty()) where += " in " + at.module;
+        where += std::string(", ") + PhaseName(at.phase);
         t.notes.emplace_back(true, "checkpointing every block does not lower the planned peak (" +
                                        std::string(PrecisionName(t.p)) + ", batch " +
-                                       std::to_string(b_none) +
-                                       "): is PlanOptions::checkpoint_segments implemented in "
-                                       "this build?");
+                                       std::to_string(b_none) + "): it is outside the blocks (" +
+                                       where + ")");
       }
     }
   }

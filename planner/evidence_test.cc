@@ -231,6 +231,13 @@ TEST(Evidence, AdviseWidensTheMarginByTheUnmeasuredBytes) {
   bool loud = false;
   for (const std::string& n : unmeasured->notes) loud |= n.find("UNMEASURED") == 0;
   EXPECT_TRUE(loud);
+  // The next batch would fit but for the allowance: the candidate says so.
+  EXPECT_NE(u.note.find("batch limited by the allowance for unmeasured rules: batch " +
+                        std::to_string(u.batch + 1)),
+            std::string::npos)
+      << u.note;
+  EXPECT_NE(u.note.find("(Softplus)"), std::string::npos) << u.note;
+  EXPECT_EQ(m.note.find("allowance"), std::string::npos) << m.note;
 }
 
 // The note gives the unmeasured rules' share and the bytes kept for them;
