@@ -1085,9 +1085,9 @@ bool UpcastsInline(const std::string& text) {
   static const char* const kCalls[] = {".float()", ".to(torch.float32)", ".to(torch.float)",
                                        ".to(dtype=torch.float32)", ".to(dtype=torch.float)"};
   for (const char* call : kCalls) {
-    for (size_t at = s.find(call); at != std::string::npos; at = s.find(call, at + 1)) {
-      if (at + std::strlen(call) < s.size()) return true;
-    }
+    // The first occurrence decides: one that ends the line is the only one.
+    const size_t at = s.find(call);
+    if (at != std::string::npos && at + std::strlen(call) < s.size()) return true;
   }
   return false;
 }

@@ -991,14 +991,23 @@ bool Ranks(const Candidate& a, const Candidate& b) {
   return a.checkpoint.size() < b.checkpoint.size();
 }
 
+// The rules of `cov` no measurement backs, comma-separated; only those that
+// hold bytes at the peak where `holding_only`.
+std::string UnbackedRules(const Coverage& cov, bool holding_only) {
+  std::string out;
+  for (const RuleShare& rs : cov.rules) {
+    if (!rs.backed && (!holding_only || rs.peak_bytes > 0)) {
+      out += (out.empty() ? "" : ", ") + rs.rule;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string UnmeasuredNote(const Candidate& c) {
   const Coverage& cov = c.plan.coverage;
-  std::string unmeasured;
-  for (const RuleShare& rs : cov.rules) {
-    if (!rs.backed) unmeasured += (unmeasured.empty() ? "" : ", ") + rs.rule;
-  }
+  const std::string unmeasured = UnbackedRules(cov, false);
   if (unmeasured.empty()) return "";
   // Rules that run but hold none of the peak's bytes (a recompute that ends
   // before the peak) widen nothing: said so, not as "0.0 %, 0 MiB".
@@ -1139,17 +1148,12 @@ Status FinishCandidate(Searcher& s, const AdviseShared& sh, Candidate* c, Placem
     // Stopped by a kernel limit rather than by memory? Only a probe that is
     // not over the budget matters here. The replay search planned it where
     // it might be so (its kernel limits are not replayed).
-    const Probe* next = nullptr;
-    if (r.search == BatchSearchKind::kReplay) {
-      next = s.Cached(c->batch + 1, c->precision, c->checkpoint);
-      if (next == nullptr && c->uncertain_bytes > 0 && c->strategy == CheckpointStrategy::kNone) {
-        // Not planned by the replays: planned here, only where the answer
-        // already keeps an allowance, to say whether that is what stops it.
-        auto at = s.At(c->batch + 1, c->precision, c->checkpoint, sh.usable);
-        if (!at.ok()) return at.status();
-        next = at.value();
-      }
-    } else {
+    // The replay search plans it only where the answer already keeps an
+    // allowance for unmeasured rules, to say whether that is what stops it.
+    const bool replay = r.search == BatchSearchKind::kReplay;
+    const Probe* next = replay ? s.Cached(c->batch + 1, c->precision, c->checkpoint) : nullptr;
+    if (next == nullptr &&
+        (!replay || (c->uncertain_bytes > 0 && c->strategy == CheckpointStrategy::kNone))) {
       auto at = s.At(c->batch + 1, c->precision, c->checkpoint, sh.usable);
       if (!at.ok()) return at.status();
       next = at.value();
@@ -1166,10 +1170,7 @@ Status FinishCandidate(Searcher& s, const AdviseShared& sh, Candidate* c, Placem
       // Stopped by the allowance for unmeasured rules (where a batch puts
       // tensors past 2^31 elements, often all at once): said, or the
       // headroom left looks unexplained.
-      std::string rules;
-      for (const RuleShare& rs : next->plan.coverage.rules) {
-        if (!rs.backed && rs.peak_bytes > 0) rules += (rules.empty() ? "" : ", ") + rs.rule;
-      }
+      const std::string rules = UnbackedRules(next->plan.coverage, true);
       char figures[160];
       std::snprintf(figures, sizeof figures,
                     "needs %.2f GiB of the %.2f GiB usable, but %.2f GiB of its peak",
