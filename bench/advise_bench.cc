@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iterator>
@@ -45,9 +46,15 @@ using nlohmann::json;
 // batch -> measured reserved peak (max over the three steps).
 using Curve = std::map<int64_t, int64_t>;
 
+// Exits with status 2 where `path` cannot be read: a mistyped --families
+// or --extra would otherwise leave curves silently short.
 std::map<std::string, Curve> ReadCurves(const std::string& path) {
   std::map<std::string, Curve> curves;  // "model|precision"
   std::ifstream f(path);
+  if (!f) {
+    std::fprintf(stderr, "advise_bench: error: cannot read %s\n", path.c_str());
+    std::exit(2);
+  }
   std::string line;
   while (std::getline(f, line)) {
     if (line.empty()) continue;
