@@ -127,8 +127,10 @@ int main(int argc, char** argv) {
   for (const std::string name :
        {"resnet18", "resnet50", "mobilenet_v2", "vit_b_16", "bert_base", "gpt2"}) {
     for (const std::string prec : {"fp32", "amp_bf16"}) {
-      CurveCase c{name, prec,
-                  name == "gpt2" ? std::vector<int64_t>{8, 16} : std::vector<int64_t>{32, 64}};
+      CurveCase c;
+      c.model = name;
+      c.precision = prec;
+      c.refs = name == "gpt2" ? std::vector<int64_t>{8, 16} : std::vector<int64_t>{32, 64};
       cases.push_back(c);
     }
   }

@@ -480,6 +480,7 @@ Status ReadModules(Importer* im, const onnx::NodeProto& np, const std::string& w
   }
   n->modules_known = found;
   n->runs_out_of_place = ModuleRunsOutOfPlace(module_class);
+  n->autocast_disabled = ModuleDisablesAutocast(module_class);
   auto too_deep = [&]() {
     return im->Error(where + ": module path nested deeper than " +
                      std::to_string(im->limits.max_module_depth) + " levels");

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "onnx/onnx_pb.h"
+#include "planner/op_registry.h"
 
 namespace memplan {
 namespace {
@@ -300,6 +301,26 @@ TEST(ImporterTest, MarksActivationModulesThatNeverRunInPlace) {
     relus += n.op_type == "Relu";
   }
   EXPECT_GT(relus, 0);
+}
+
+// transformers' rotary embeddings turn autocast off ("Force float32"): the
+// nodes of LlamaRotaryEmbedding are marked, and no other.
+TEST(ImporterTest, MarksRotaryEmbeddingsThatTurnAutocastOff) {
+  auto llama = ImportOnnxFile(ModelPath("llama_gqa_train"));
+  ASSERT_TRUE(llama.ok()) << llama.message();
+  int marked = 0, matmuls = 0;
+  for (const Node& n : llama->nodes) {
+    if (!n.autocast_disabled) continue;
+    ++marked;
+    matmuls += n.op_type == "MatMul";
+    EXPECT_NE(n.scope.find("rotary_emb"), std::string::npos) << n.name << " in " << n.scope;
+  }
+  EXPECT_EQ(matmuls, 1);
+  EXPECT_GT(marked, 2);
+  EXPECT_TRUE(ModuleDisablesAutocast("transformers.models.qwen2.modeling_qwen2.Qwen2RotaryEmbedding"));
+  EXPECT_FALSE(ModuleDisablesAutocast("mylib.RotaryEmbedding"));
+  EXPECT_FALSE(ModuleDisablesAutocast("transformers.models.llama.modeling_llama.LlamaAttention"));
+  EXPECT_FALSE(ModuleDisablesAutocast("RotaryEmbedding"));
 }
 
 TEST(ImporterTest, KeepsSmallIntegerConstants) {

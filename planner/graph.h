@@ -112,6 +112,10 @@ struct Node {
   /// argument (transformers.activations: SiLUActivation, GELUActivation, ...
   /// call the out-of-place functional), so the op never runs in place.
   bool runs_out_of_place = false;
+  /// The innermost module runs its forward with autocast off (transformers'
+  /// rotary embeddings: `torch.autocast(..., enabled=False)`, "Force float32"),
+  /// so under AMP the node runs in the dtypes of its inputs.
+  bool autocast_disabled = false;
   /// The Python frames that ran the node (the dynamo exporter's
   /// `pkg.torch.onnx.stack_trace`): an index into Graph::stacks, whose
   /// frames are the root module's forward, then one per entry of `modules`;

@@ -313,6 +313,15 @@ inline bool IsCast(const OpDef& d) {
 /// not say. Defined beside the in-place activations (ops/elementwise_ops.cc).
 [[nodiscard]] bool ModuleRunsOutOfPlace(const std::string& module_class);
 
+/// Whether a module of class `module_class` (as above) runs its forward with
+/// autocast disabled: transformers' rotary embeddings (a class of the
+/// `transformers.` package whose name ends in "RotaryEmbedding") compute
+/// their cos/sin tables under `torch.autocast(device_type, enabled=False)`
+/// ("Force float32", modeling_llama.py and the models copied from it) and
+/// return them in the dtype of the hidden states, float32 under AMP. Defined
+/// in op_registry.cc.
+[[nodiscard]] bool ModuleDisablesAutocast(const std::string& module_class);
+
 /// Every registered op: "domain::op" (or "op" for the default domain) -> def.
 const std::unordered_map<std::string, OpDef>& AllOps();
 

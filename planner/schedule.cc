@@ -971,7 +971,9 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
                          const std::vector<SavedRef>* explicit_saves, int64_t flops) {
   const bool amp = IsAmp(o_.precision);
   const DType half = HalfType(o_.precision);
-  const Autocast ac = def ? def->autocast : Autocast::kPassthrough;
+  // Inside a module that turns autocast off, ops run as without it.
+  const bool autocast_off = ni >= 0 && g_.nodes[ni].autocast_disabled;
+  const Autocast ac = def && !autocast_off ? def->autocast : Autocast::kPassthrough;
   // Quantized weights are dequantized for the matmul (bitsandbytes'
   // MatMul4Bit); an int8 weight enters LLM.int8's int8 matmul as it is.
   std::vector<int> dequantized;

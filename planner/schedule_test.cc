@@ -693,6 +693,36 @@ TEST(Schedule, ChannelsLastStridesAndTheirTest) {
   EXPECT_FALSE(IsChannelsLast({2, 3, 4, 5}, {60, 1, 3, 12}));  // H and W swapped
 }
 
+// A node of a module that turns autocast off (transformers' rotary
+// embeddings) runs in its inputs' dtype: its MatMul stays fp32 with no bf16
+// copies, and a product of it with a bf16 activation is fp32 by promotion
+// (llama_gqa_d's amp_bf16 trace: q * cos is float32).
+TEST(Schedule, AutocastOffModuleRunsInItsInputsDtype) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(8)});
+  b.Init("W", {8, 8});
+  b.Init("F", {8, 8});
+  b.Op("MatMul", {"x", "W"}, {"q"}, "q_proj");
+  b.Op("MatMul", {"x", "F"}, {"cos"}, "rotary");
+  b.Op("Mul", {"q", "cos"}, {"qc"}, "mul");
+  b.Output("qc");
+  b.g.nodes[1].autocast_disabled = true;
+  auto s = Build(&b, 4, Precision::kAmpBf16);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(s->vals[b.g.Find("q")].dtype, DType::kBFloat16);
+  EXPECT_EQ(s->vals[b.g.Find("cos")].dtype, DType::kFloat);
+  EXPECT_EQ(s->vals[b.g.Find("qc")].dtype, DType::kFloat);
+  const ExecOp* rotary = OpOfNode(s.value(), b.g, "rotary");
+  ASSERT_TRUE(rotary);
+  EXPECT_EQ(rotary->in, (std::vector<int>{b.g.Find("x"), b.g.Find("F")}));
+  // Without the mark it is autocast's bf16 matmul of bf16 copies.
+  b.g.nodes[1].autocast_disabled = false;
+  auto on = Build(&b, 4, Precision::kAmpBf16);
+  ASSERT_TRUE(on.ok()) << on.message();
+  EXPECT_EQ(on->vals[b.g.Find("cos")].dtype, DType::kBFloat16);
+  EXPECT_EQ(on->vals[b.g.Find("qc")].dtype, DType::kBFloat16);
+}
+
 TEST(Schedule, LayerNormRunsInFp32UnderAutocast) {
   GraphBuilder b;
   b.Input("x", {S("N"), D(8)});
