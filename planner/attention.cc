@@ -357,6 +357,18 @@ bool DependsOnShapesOnly(const Graph& g, int t, bool* triangular) {
   return true;
 }
 
+int BiasUnderFullMask(const Graph& g, int t) {
+  const int p = g.tensors[t].producer;
+  if (p < 0) return -1;
+  const Node& n = g.nodes[p];
+  if (n.op_type != op_names::kWhere || !n.domain.empty() || n.inputs.size() != 3) return -1;
+  const int cond = n.inputs[0], bias = n.inputs[1], fill = n.inputs[2];
+  if (cond < 0 || bias < 0 || fill < 0 || !DependsOnShapesOnly(g, fill)) return -1;
+  bool triangular = false;
+  if (!DependsOnShapesOnly(g, cond, &triangular) || triangular) return -1;
+  return DependsOnShapesOnly(g, bias) ? -1 : bias;
+}
+
 int UnrepeatedHeads(const Graph& g, int t) {
   const std::vector<int64_t>& out = g.tensors[t].shape;
   if (out.size() != 4) return -1;
@@ -405,6 +417,7 @@ std::vector<AttentionRegion> FindAttentionRegions(const Graph& g) {
     const bool shapes_only = r.mask >= 0 && DependsOnShapesOnly(g, r.mask, &triangular);
     r.causal_mask = shapes_only && triangular;
     r.full_mask = shapes_only && !triangular;
+    if (r.mask >= 0 && !shapes_only) r.bias_mask = BiasUnderFullMask(g, r.mask);
     r.k_kv = UnrepeatedHeads(g, r.k);
     r.v_kv = UnrepeatedHeads(g, r.v);
     if (r.k_kv < 0 || r.v_kv < 0 || g.tensors[r.k_kv].shape[1] != g.tensors[r.v_kv].shape[1]) {

@@ -37,6 +37,14 @@ struct AttentionRegion {
   /// padding mask, which they pass as none (t5_encdec's bf16 trace: flash).
   /// Planned as no mask tensor.
   bool full_mask = false;
+  /// The mask is Where(cond, bias, fill) with `cond` computed from shapes and
+  /// constants alone and no position comparison: T5's position bias under
+  /// the all-true padding mask of a model run without an attention mask.
+  /// Hugging Face models skip that padding mask when they run (see
+  /// full_mask) and pass the bias alone, un-expanded, as the SDPA mask
+  /// (t5_encdec_c's amp_bf16 trace: no [B, H, S, S] tensor before the
+  /// call). The bias, or -1.
+  int bias_mask = -1;
   /// k and v before a head repeat (Unsqueeze-Expand-Reshape, HF repeat_kv),
   /// [B, kv_heads, S, D]; -1 when they are not repeated.
   int k_kv = -1;
@@ -47,6 +55,12 @@ struct AttentionRegion {
 /// constants only (no graph input's values, no float initializer);
 /// *triangular (optional) says whether a comparison or Trilu is among them.
 [[nodiscard]] bool DependsOnShapesOnly(const Graph& g, int t, bool* triangular = nullptr);
+
+/// The bias b when tensor `t` of `g` is Where(cond, b, fill) with `cond`
+/// all true by construction (shapes and constants only, no position
+/// comparison) and `fill` a constant: what a model that skips an all-true
+/// padding mask gets instead of `t` (AttentionRegion::bias_mask); else -1.
+[[nodiscard]] int BiasUnderFullMask(const Graph& g, int t);
 
 /// The strides PyTorch gives tensor `t` of `g` when it runs: views
 /// (Transpose, Reshape, Unsqueeze, Squeeze, Flatten, Expand) and elementwise

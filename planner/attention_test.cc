@@ -39,6 +39,11 @@ struct Options {
   bool scale_q = false;  // scale q before the product instead of the scores
   bool probs_are_output = false;
   bool scores_are_output = false;
+  // The additive mask is Where(cond, bias [1, H, S, S], -1e30), cond a
+  // ConstantOfShape of true (all true by construction) or, with
+  // data_condition, a graph input.
+  bool bias_under_mask = false;
+  bool data_condition = false;
 };
 
 // q, k, v [B, H, S, D] -> [k^T] -> q @ k^T -> * scale -> + mask -> softmax
@@ -52,7 +57,19 @@ GraphBuilder AttentionGraph(const Options& o) {
     b.Input("k", {D(kB), D(kH), D(kS), D(kD)});
   }
   b.Input("v", {D(kB), D(kH), D(kS), D(kD)});
-  if (o.additive_mask) b.Input("mask", {D(kB), D(1), D(kS), D(kS)});
+  if (o.additive_mask && !o.bias_under_mask) b.Input("mask", {D(kB), D(1), D(kS), D(kS)});
+  if (o.additive_mask && o.bias_under_mask) {
+    b.Input("bias", {D(1), D(kH), D(kS), D(kS)});
+    if (o.data_condition) {
+      b.Input("cond", {D(kB), D(1), D(kS), D(kS)}, DType::kBool);
+    } else {
+      b.Ints("cond_shape", {kB, 1, kS, kS});
+      b.Op("ConstantOfShape", {"cond_shape"}, {"cond"}, "full").attrs["value"] =
+          TensorAttr(DType::kBool, {1}, {1});
+    }
+    FloatConstant(&b, "fill", -1e30);
+    b.Op("Where", {"cond", "bias", "fill"}, {"mask"}, "bias_where");
+  }
   if (o.bool_mask) b.Input("bmask", {D(1), D(1), D(kS), D(kS)}, DType::kBool);
   FloatConstant(&b, "scale", 0.35355339);
   std::string q = "q";
@@ -179,6 +196,42 @@ TEST(Attention, ScaledQueryAndBooleanMask) {
   EXPECT_EQ(r.dropout, 0.0);
   EXPECT_NE(std::find(r.nodes.begin(), r.nodes.end(), NodeIndex(b.g, "scale_q")), r.nodes.end());
   EXPECT_NE(std::find(r.nodes.begin(), r.nodes.end(), NodeIndex(b.g, "mask_where")), r.nodes.end());
+}
+
+// T5's position bias under an all-true padding mask: the model runs with
+// the bias alone as the SDPA mask (AttentionRegion::bias_mask), and the
+// [B, H, S, S] Where output is not made. A data-dependent condition keeps
+// the exported mask.
+TEST(Attention, BiasUnderAnAllTrueMaskIsTheMask) {
+  Options o;
+  o.bias_under_mask = true;
+  o.dropout = false;
+  GraphBuilder b = AttentionGraph(o);
+  auto regions = Find(&b);
+  ASSERT_EQ(regions.size(), 1u);
+  EXPECT_EQ(regions[0].mask, b.g.Find("mask"));
+  EXPECT_FALSE(regions[0].full_mask);
+  EXPECT_EQ(regions[0].bias_mask, b.g.Find("bias"));
+  PlanOptions po;
+  po.mode = Mode::kInference;
+  po.attention = Attention::kFused;
+  auto s = BuildSchedule(b.g, po);
+  ASSERT_TRUE(s.ok()) << s.message();
+  int sdpa = 0;
+  for (const ExecOp& op : s->ops) {
+    EXPECT_NE(op.op_type, "Where") << op.label;
+    if (op.op_type != "ScaledDotProductAttention") continue;
+    ++sdpa;
+    ASSERT_EQ(op.in.size(), 4u);
+    EXPECT_EQ(op.in[3], b.g.Find("bias"));
+  }
+  EXPECT_EQ(sdpa, 1);
+
+  o.data_condition = true;
+  GraphBuilder d = AttentionGraph(o);
+  auto data = Find(&d);
+  ASSERT_EQ(data.size(), 1u);
+  EXPECT_EQ(data[0].bias_mask, -1);
 }
 
 TEST(Attention, ProbabilitiesThatAreAGraphOutputStayUnfused) {

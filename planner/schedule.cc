@@ -1349,7 +1349,9 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
   int q = val_of_[r.q];
   int k = val_of_[gqa ? r.k_kv : r.k];
   int v = val_of_[gqa ? r.v_kv : r.v];
-  const int mask = r.mask >= 0 && !no_mask ? val_of_[r.mask] : -1;
+  // The bias alone where the model skips an all-true padding mask.
+  const int mask_tensor = fused && r.bias_mask >= 0 ? r.bias_mask : r.mask;
+  const int mask = r.mask >= 0 && !no_mask ? val_of_[mask_tensor] : -1;
   const int out = r.out;
   const bool amp = IsAmp(o_.precision);
   const DType half = HalfType(o_.precision);
@@ -1391,7 +1393,7 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
     const Val& m = s_.vals[mask];
     call.mask = m.dtype == DType::kBool ? SdpaMask::kBool : SdpaMask::kFloat;
     call.mask_requires_grad = m.requires_grad && train;
-    const std::vector<int64_t> st = RuntimeStrides(g_, r.mask);
+    const std::vector<int64_t> st = RuntimeStrides(g_, mask_tensor);
     call.mask_last_dim_contiguous = st.empty() || st.back() == 1 || m.shape.back() == 1;
   }
   call.dropout = train ? r.dropout : 0.0;
@@ -2022,6 +2024,10 @@ Result<Schedule> Builder::Build() {
         dropped.insert({r.k, r.v});
         needed.insert({r.k_kv, r.v_kv});
       }
+    }
+    if (o_.attention == Attention::kFused && r.bias_mask >= 0) {
+      dropped.insert(r.mask);
+      needed.insert(r.bias_mask);
     }
     regions_[r.last_node] = &r;
   }

@@ -43,6 +43,7 @@ inline constexpr char kSoftmax[] = "Softmax";
 inline constexpr char kSplit[] = "Split";
 inline constexpr char kSqrt[] = "Sqrt";
 inline constexpr char kSwish[] = "Swish";
+inline constexpr char kWhere[] = "Where";
 inline constexpr char kTanh[] = "Tanh";
 inline constexpr char kTile[] = "Tile";
 inline constexpr char kTranspose[] = "Transpose";
