@@ -317,7 +317,8 @@ TEST(ImporterTest, MarksRotaryEmbeddingsThatTurnAutocastOff) {
   }
   EXPECT_EQ(matmuls, 1);
   EXPECT_GT(marked, 2);
-  EXPECT_TRUE(ModuleDisablesAutocast("transformers.models.qwen2.modeling_qwen2.Qwen2RotaryEmbedding"));
+  EXPECT_TRUE(
+      ModuleDisablesAutocast("transformers.models.qwen2.modeling_qwen2.Qwen2RotaryEmbedding"));
   EXPECT_FALSE(ModuleDisablesAutocast("mylib.RotaryEmbedding"));
   EXPECT_FALSE(ModuleDisablesAutocast("transformers.models.llama.modeling_llama.LlamaAttention"));
   EXPECT_FALSE(ModuleDisablesAutocast("RotaryEmbedding"));

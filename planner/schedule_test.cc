@@ -1174,8 +1174,7 @@ TEST(ScheduleConv, DropoutOfProbabilityZeroIsItsInputInTraining) {
     b.Op("MatMul", {"x", "W"}, {"h"}, "mm");
     b.Op("Constant", {}, {"ratio"}, "ratio_const").attrs["value"] =
         TensorAttr(DType::kFloat, {}, {}, {ratio});
-    b.Op("Constant", {}, {"on"}, "on_const").attrs["value"] =
-        TensorAttr(DType::kBool, {}, {1});
+    b.Op("Constant", {}, {"on"}, "on_const").attrs["value"] = TensorAttr(DType::kBool, {}, {1});
     b.Op("Dropout", {"h", "ratio", "on"}, {"d", "mask"}, "drop");
     b.Op("Relu", {"d"}, {"y"}, "relu");
     b.Output("y");
