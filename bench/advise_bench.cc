@@ -13,9 +13,10 @@
 // on gpt2_train. plan_err: the planner's reserved peak at the reference batch
 // against the measurement (what the advisor inherits).
 //
-// Usage: advise_bench [--dir bench/calibration] [--models models]
+// Usage: advise_bench [--dir bench/calibration] [--models models[,DIR...]]
 //                     [--families bench/results/families_h200.jsonl]
 //                     [--extra bench/results/advise_fit/top_h200.jsonl]
+// --models A,B: the exports are read from the first folder that has them.
 // --extra A[,B...]: more measured batches of the same curves (the same
 // protocols, one fresh process each), between or above the budgets'
 // batches; they refine the truth and are never budgets themselves. A batch
@@ -45,6 +46,19 @@ using nlohmann::json;
 
 // batch -> measured reserved peak (max over the three steps).
 using Curve = std::map<int64_t, int64_t>;
+
+// "a,b,,c" -> {"a", "b", "c"}; at least one entry ("" for an empty list).
+std::vector<std::string> SplitList(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t from = 0; from <= list.size();) {
+    size_t comma = list.find(',', from);
+    if (comma == std::string::npos) comma = list.size();
+    if (comma > from) out.push_back(list.substr(from, comma - from));
+    from = comma + 1;
+  }
+  if (out.empty()) out.emplace_back();
+  return out;
+}
 
 // Exits with status 2 where `path` cannot be read: a mistyped --families
 // or --extra would otherwise leave curves silently short.
@@ -150,11 +164,7 @@ int main(int argc, char** argv) {
     curves[kv.first] = kv.second;
   }
   // --extra A,B,...: every file in turn.
-  for (size_t from = 0; from <= extra.size();) {
-    size_t comma = extra.find(',', from);
-    if (comma == std::string::npos) comma = extra.size();
-    const std::string file = extra.substr(from, comma - from);
-    from = comma + 1;
+  for (const std::string& file : SplitList(extra)) {
     if (file.empty()) continue;
     for (const auto& kv : ReadCurves(file)) {
       auto it = curves.find(kv.first);
@@ -173,10 +183,17 @@ int main(int argc, char** argv) {
     auto it = curves.find(name + "|" + prec);
     if (it == curves.end()) continue;
     if (!graphs.count(name)) {
-      // The export, or its gzipped copy (bench/results/families_check3).
-      const std::string path = models + "/" + name + "_train.onnx";
-      auto loaded = memplan::ImportOnnxFile(
-          std::ifstream(path).good() || !std::ifstream(path + ".gz").good() ? path : path + ".gz");
+      // The export, or its gzipped copy (bench/results/families_check3), in
+      // the first of the --models folders that has either.
+      std::string path;
+      for (const std::string& dir : SplitList(models)) {
+        const std::string p = dir + "/" + name + "_train.onnx";
+        if (std::ifstream(p).good()) path = p;
+        if (path.empty() && std::ifstream(p + ".gz").good()) path = p + ".gz";
+        if (!path.empty()) break;
+      }
+      if (path.empty()) path = SplitList(models).front() + "/" + name + "_train.onnx";
+      auto loaded = memplan::ImportOnnxFile(path);
       if (!loaded.ok()) {
         std::printf("%s: %s\n", name.c_str(), loaded.message().c_str());
         ++fail;
