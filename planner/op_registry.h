@@ -236,6 +236,9 @@ struct OpDef {
   /// Bit i: input i of this compute op may be a trainable weight (a conv
   /// kernel, a matmul operand, a norm's scale, an embedding table).
   uint32_t weight_inputs = 0;
+  /// Bit i: input i is read for its dtype alone (CastLike's target_type): it
+  /// gets no gradient and does not make the output require one.
+  uint32_t dtype_only_inputs = 0;
   /// Any input may be a learned tensor combined with activations (a
   /// positional embedding added, a class token concatenated).
   bool combines_weight = false;

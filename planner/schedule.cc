@@ -1065,8 +1065,14 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
       promoted = d;
     }
   }
+  // An input read for its dtype alone neither gets a gradient nor passes
+  // requires_grad on (CastLike's target_type).
+  const uint32_t dtype_only = def ? def->dtype_only_inputs : 0;
+  auto grad_input = [&](size_t i) { return i >= 32 || ((dtype_only >> i) & 1u) == 0; };
   bool any_grad = false;
-  for (int v : in) any_grad = any_grad || (v >= 0 && s_.vals[v].requires_grad);
+  for (size_t i = 0; i < in.size(); ++i) {
+    any_grad = any_grad || (grad_input(i) && in[i] >= 0 && s_.vals[in[i]].requires_grad);
+  }
   const bool differentiable = def ? def->differentiable : false;
   for (size_t k = 0; k < outs.size(); ++k) {
     const int t = outs[k];
@@ -1145,7 +1151,8 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
   op.grad_in.assign(in.size(), false);
   if (differentiable) {
     for (size_t i = 0; i < in.size(); ++i) {
-      op.grad_in[i] = in[i] >= 0 && s_.vals[in[i]].requires_grad && IsFloat(s_.vals[in[i]].dtype);
+      op.grad_in[i] = grad_input(i) && in[i] >= 0 && s_.vals[in[i]].requires_grad &&
+                      IsFloat(s_.vals[in[i]].dtype);
     }
   }
   if (def && def->alias != Alias::kView) op.grad_kind = def->grad;

@@ -723,6 +723,35 @@ TEST(Schedule, AutocastOffModuleRunsInItsInputsDtype) {
   EXPECT_EQ(on->vals[b.g.Find("qc")].dtype, DType::kBFloat16);
 }
 
+// CastLike(a, x) reads x for its dtype alone (the dynamo exporter's zero
+// conv bias, CastLike(0, x); its group norm's weight, CastLike(w, x)): no
+// gradient reaches x through it, and a constant `a` gives an output that
+// requires none.
+TEST(Schedule, CastLikeGivesNoGradientToItsTypeInput) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(8)});
+  b.Init("W", {8, 8});
+  b.Init("g", {8});
+  b.Op("MatMul", {"x", "W"}, {"h"}, "mm");
+  b.Op("Constant", {}, {"zero"}, "zero_const").attrs["value"] =
+      testing_util::TensorAttr(DType::kFloat, {}, {}, {0.0});
+  b.Op("CastLike", {"zero", "h"}, {"bias"}, "zero_like");
+  b.Op("CastLike", {"g", "h"}, {"scale"}, "scale_like");
+  b.Op("Add", {"h", "bias"}, {"hb"}, "add");
+  b.Op("Mul", {"hb", "scale"}, {"y"}, "mul");
+  b.Output("y");
+  auto s = Build(&b, 4, Precision::kFp32);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(s->vals[b.g.Find("h")].requires_grad);
+  EXPECT_FALSE(s->vals[b.g.Find("bias")].requires_grad);
+  EXPECT_TRUE(s->vals[b.g.Find("scale")].requires_grad);
+  const ExecOp* zero_like = OpOfNode(s.value(), b.g, "zero_like");
+  const ExecOp* scale_like = OpOfNode(s.value(), b.g, "scale_like");
+  ASSERT_TRUE(zero_like && scale_like);
+  EXPECT_EQ(zero_like->grad_in, (std::vector<bool>{false, false}));
+  EXPECT_EQ(scale_like->grad_in, (std::vector<bool>{true, false}));
+}
+
 TEST(Schedule, LayerNormRunsInFp32UnderAutocast) {
   GraphBuilder b;
   b.Input("x", {S("N"), D(8)});

@@ -1393,6 +1393,9 @@ void RegisterShapeOps(OpTable* t) {
   OpDef& cast_like = t->Add("CastLike", Def(CastLikeShape));
   cast_like.output_dtype = OutputDType::kLikeInput1;
   cast_like.passes_weight = true;
+  // The dynamo exporter's conv2d without a bias writes a zero bias as
+  // CastLike(0, x): PyTorch has no such op, and no gradient reaches x there.
+  cast_like.dtype_only_inputs = InputBits(1, 1);
   t->Add("NonZero", Def(NonZeroShape, N, false));
   t->Add("TopK", Def(TopKShape, N, true, SaveTopKIndices));
   OpDef cumsum = Def(CumSumShape);
