@@ -38,6 +38,7 @@
 #include "planner/advisor.h"
 #include "planner/devices.h"
 #include "planner/plan_model.h"
+#include "planner/text.h"
 
 namespace {
 
@@ -46,19 +47,6 @@ using nlohmann::json;
 
 // batch -> measured reserved peak (max over the three steps).
 using Curve = std::map<int64_t, int64_t>;
-
-// "a,b,,c" -> {"a", "b", "c"}; at least one entry ("" for an empty list).
-std::vector<std::string> SplitList(const std::string& list) {
-  std::vector<std::string> out;
-  for (size_t from = 0; from <= list.size();) {
-    size_t comma = list.find(',', from);
-    if (comma == std::string::npos) comma = list.size();
-    if (comma > from) out.push_back(list.substr(from, comma - from));
-    from = comma + 1;
-  }
-  if (out.empty()) out.emplace_back();
-  return out;
-}
 
 // Exits with status 2 where `path` cannot be read: a mistyped --families
 // or --extra would otherwise leave curves silently short.
@@ -164,8 +152,7 @@ int main(int argc, char** argv) {
     curves[kv.first] = kv.second;
   }
   // --extra A,B,...: every file in turn.
-  for (const std::string& file : SplitList(extra)) {
-    if (file.empty()) continue;
+  for (const std::string& file : memplan::SplitList(extra)) {
     for (const auto& kv : ReadCurves(file)) {
       auto it = curves.find(kv.first);
       if (it == curves.end()) continue;
@@ -186,13 +173,14 @@ int main(int argc, char** argv) {
       // The export, or its gzipped copy (bench/results/families_check3), in
       // the first of the --models folders that has either.
       std::string path;
-      for (const std::string& dir : SplitList(models)) {
+      const std::vector<std::string> dirs = memplan::SplitList(models);
+      for (const std::string& dir : dirs) {
         const std::string p = dir + "/" + name + "_train.onnx";
         if (std::ifstream(p).good()) path = p;
         if (path.empty() && std::ifstream(p + ".gz").good()) path = p + ".gz";
         if (!path.empty()) break;
       }
-      if (path.empty()) path = SplitList(models).front() + "/" + name + "_train.onnx";
+      if (path.empty()) path = (dirs.empty() ? "." : dirs.front()) + "/" + name + "_train.onnx";
       auto loaded = memplan::ImportOnnxFile(path);
       if (!loaded.ok()) {
         std::printf("%s: %s\n", name.c_str(), loaded.message().c_str());

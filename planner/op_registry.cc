@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "planner/text.h"
+
 namespace memplan {
 namespace {
 
@@ -133,10 +135,7 @@ const OpDef* FindOp(const std::string& domain, const std::string& op_type) {
 const std::unordered_map<std::string, OpDef>& AllOps() { return Table().entries(); }
 
 bool ModuleDisablesAutocast(const std::string& module_class) {
-  static const std::string kPackage = "transformers.";
-  static const std::string kSuffix = "RotaryEmbedding";
-  if (module_class.rfind(kPackage, 0) != 0 || module_class.size() <= kSuffix.size()) return false;
-  return module_class.compare(module_class.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+  return module_class.rfind("transformers.", 0) == 0 && EndsWith(module_class, "RotaryEmbedding");
 }
 
 }  // namespace memplan

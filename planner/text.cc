@@ -124,6 +124,11 @@ size_t EditDistance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 std::vector<std::string> SplitList(const std::string& s) {
   std::vector<std::string> out;
   size_t start = 0;

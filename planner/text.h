@@ -25,6 +25,9 @@ namespace memplan {
 /// are not UTF-8 written as \xNN: safe to print on a terminal.
 [[nodiscard]] std::string PrintableText(const std::string& s);
 
+/// True when `s` ends with `suffix`.
+[[nodiscard]] bool EndsWith(const std::string& s, const std::string& suffix);
+
 /// The non-empty items of a comma-separated list ("a,,b," -> a, b).
 [[nodiscard]] std::vector<std::string> SplitList(const std::string& s);
 

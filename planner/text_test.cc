@@ -65,5 +65,13 @@ TEST(Text, SplitListKeepsTheNonEmptyItems) {
   EXPECT_TRUE(SplitList(",").empty());
 }
 
+TEST(Text, EndsWith) {
+  EXPECT_TRUE(EndsWith("transformers.LlamaRotaryEmbedding", "RotaryEmbedding"));
+  EXPECT_TRUE(EndsWith("abc", ""));
+  EXPECT_TRUE(EndsWith("abc", "abc"));
+  EXPECT_FALSE(EndsWith("bc", "abc"));
+  EXPECT_FALSE(EndsWith("RotaryEmbeddings", "RotaryEmbedding"));
+}
+
 }  // namespace
 }  // namespace memplan

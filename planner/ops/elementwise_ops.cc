@@ -9,6 +9,7 @@
 #include "planner/op_registry.h"
 #include "planner/ops/op_names.h"
 #include "planner/ops/op_util.h"
+#include "planner/text.h"
 
 namespace memplan {
 namespace {
@@ -553,8 +554,8 @@ void RegisterElementwiseOps(OpTable* t) {
 
 bool ModuleRunsOutOfPlace(const std::string& module_class) {
   static const std::string kSuffix = "Activation";
-  if (module_class.rfind("torch.", 0) == 0 || module_class.size() <= kSuffix.size()) return false;
-  return module_class.compare(module_class.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+  return module_class.rfind("torch.", 0) != 0 && module_class.size() > kSuffix.size() &&
+         EndsWith(module_class, kSuffix);
 }
 
 }  // namespace memplan
