@@ -752,6 +752,30 @@ TEST(Schedule, CastLikeGivesNoGradientToItsTypeInput) {
   EXPECT_EQ(scale_like->grad_in, (std::vector<bool>{true, false}));
 }
 
+// a + b of one shape and dtype hands both inputs the incoming gradient
+// itself (AddBackward0: grad, maybe_multiply(grad, 1) = grad), so its
+// backward allocates nothing; a broadcast add (a bias) sums a new one.
+TEST(Schedule, SameShapeAddPassesItsGradientOn) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(8)});
+  b.Init("W", {8, 8});
+  b.Init("bias", {8});
+  b.Op("MatMul", {"x", "W"}, {"h"}, "mm");
+  b.Op("Relu", {"h"}, {"r"}, "relu");
+  b.Op("Add", {"h", "r"}, {"res"}, "residual");
+  b.Op("Add", {"res", "bias"}, {"y"}, "bias_add");
+  b.Output("y");
+  auto s = Build(&b, 4, Precision::kFp32);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const ExecOp* residual = OpOfNode(s.value(), b.g, "residual");
+  ASSERT_TRUE(residual);
+  EXPECT_EQ(residual->grad_kind, GradKind::kAlias);
+  EXPECT_EQ(residual->grad_in, (std::vector<bool>{true, true}));
+  const ExecOp* bias_add = OpOfNode(s.value(), b.g, "bias_add");
+  ASSERT_TRUE(bias_add);
+  EXPECT_NE(bias_add->grad_kind, GradKind::kAlias);
+}
+
 TEST(Schedule, LayerNormRunsInFp32UnderAutocast) {
   GraphBuilder b;
   b.Input("x", {S("N"), D(8)});
