@@ -159,7 +159,7 @@ constexpr int kReplayRounds = 4;
 /// reserved at 64) and 17 (lstm_tagger bf16: 270 MiB at 42, 278 to 328 at
 /// 43-59, 260 at 60 and 270 at 64, where PyTorch reserved 270), so up to
 /// kDipScanBelow: the batches an answer below it can double to.
-constexpr int kReplayDipMisses = 64;
+constexpr int kReplayDipMisses = static_cast<int>(kDipScanBelow);
 /// Batches past an answer at any size the replay search also judges,
 /// answer/16 x 1, 2, 4 further up: wider dips (lstm_lm_b amp_bf16's plans
 /// fit a 1986 MiB budget at 64 and at 72-78, not at 65-70; PyTorch reserved

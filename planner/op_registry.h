@@ -206,6 +206,11 @@ struct OpDef {
   bool makes_indices = false;
   /// Elementwise a + b: a bias Add right after a matmul joins it as one addmm.
   bool is_add = false;
+  /// Backward: where every input has the output's shape and dtype, each gets
+  /// the incoming gradient itself, nothing allocated (AddBackward0:
+  /// derivatives.yaml gives `grad` and `maybe_multiply(grad, alpha)`, which
+  /// returns `grad` for alpha 1; resnext_n's amp_bf16 trace).
+  bool same_shape_grad_passes = false;
   /// native_group_norm's temporaries (schedule.cc GroupNormWorkspaces).
   bool group_norm_workspaces = false;
   /// Takes cuDNN convolution workspaces (schedule.cc ConvWorkspaces).

@@ -1156,14 +1156,14 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     }
   }
   if (def && def->alias != Alias::kView) op.grad_kind = def->grad;
-  // a + b of one shape and dtype: AddBackward0 hands both inputs the
-  // incoming gradient itself (derivatives.yaml: grad, and
-  // maybe_multiply(grad, alpha), which returns grad for alpha 1).
-  if (def && def->is_add && op.in.size() == 2 && !op.out.empty() && op.out[0] >= 0 &&
-      op.in[0] >= 0 && op.in[1] >= 0) {
+  // OpDef::same_shape_grad_passes: no broadcast, no cast, the gradient is
+  // handed on as it comes.
+  if (def && def->same_shape_grad_passes && !op.out.empty() && op.out[0] >= 0) {
     const Val& y = s_.vals[op.out[0]];
-    bool same = true;
-    for (int x : op.in) same = same && s_.vals[x].shape == y.shape && s_.vals[x].dtype == y.dtype;
+    bool same = !op.in.empty();
+    for (int x : op.in) {
+      same = same && x >= 0 && s_.vals[x].shape == y.shape && s_.vals[x].dtype == y.dtype;
+    }
     if (same) op.grad_kind = GradKind::kAlias;
   }
   const InPlaceUse inplace =

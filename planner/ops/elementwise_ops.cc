@@ -463,6 +463,7 @@ void RegisterElementwiseOps(OpTable* t) {
   // Broadcasting binary and variadic ops.
   OpDef& add = t->Add("Add", Def(BinaryShape));
   add.is_add = true;
+  add.same_shape_grad_passes = true;
   add.inplace = InPlaceUse::kResidualAdd;
   t->Add("Sub", Def(BinaryShape));
   t->Add("Mul", Def(BinaryShape, SaveMul));
