@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -124,6 +125,14 @@ int main(int argc, char** argv) {
     }
     *flag->second = argv[i + 1];
   }
+  // A mistyped --models folder would leave its exports silently unread.
+  const std::vector<std::string> model_dirs = memplan::SplitList(models);
+  for (const std::string& d : model_dirs) {
+    if (!std::filesystem::is_directory(d)) {
+      std::fprintf(stderr, "advise_bench: error: --models: %s is not a folder\n", d.c_str());
+      return 2;
+    }
+  }
   auto curves = ReadCurves(dir + "/measurements.jsonl");
   std::vector<CurveCase> cases;
   for (const std::string name :
@@ -173,14 +182,14 @@ int main(int argc, char** argv) {
       // The export, or its gzipped copy (bench/results/families_check3), in
       // the first of the --models folders that has either.
       std::string path;
-      const std::vector<std::string> dirs = memplan::SplitList(models);
-      for (const std::string& dir : dirs) {
+      for (const std::string& dir : model_dirs) {
         const std::string p = dir + "/" + name + "_train.onnx";
         if (std::ifstream(p).good()) path = p;
         if (path.empty() && std::ifstream(p + ".gz").good()) path = p + ".gz";
         if (!path.empty()) break;
       }
-      if (path.empty()) path = (dirs.empty() ? "." : dirs.front()) + "/" + name + "_train.onnx";
+      if (path.empty())
+        path = (model_dirs.empty() ? "." : model_dirs.front()) + "/" + name + "_train.onnx";
       auto loaded = memplan::ImportOnnxFile(path);
       if (!loaded.ok()) {
         std::printf("%s: %s\n", name.c_str(), loaded.message().c_str());
