@@ -211,6 +211,14 @@ struct OpDef {
   /// derivatives.yaml gives `grad` and `maybe_multiply(grad, alpha)`, which
   /// returns `grad` for alpha 1; resnext_n's amp_bf16 trace).
   bool same_shape_grad_passes = false;
+  /// Backward multiplies the incoming gradient by the output into a
+  /// temporary of the gradient's size, after the input's gradient, freed at
+  /// the end of the call (softmax_backward_cuda_out's `grad * output`),
+  /// except on the persistent warp kernel (a last axis of at most 1024
+  /// elements and 4096 bytes), which reads both as they are. Measured: math
+  /// attention's softmax over 2048 keys takes it, over 1024 does not
+  /// (families_check5 llama_gqa_e and families llama_gqa fp32 traces).
+  bool softmax_grad_product = false;
   /// native_group_norm's temporaries (schedule.cc GroupNormWorkspaces).
   bool group_norm_workspaces = false;
   /// Takes cuDNN convolution workspaces (schedule.cc ConvWorkspaces).

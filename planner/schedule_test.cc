@@ -776,6 +776,44 @@ TEST(Schedule, SameShapeAddPassesItsGradientOn) {
   EXPECT_NE(bias_add->grad_kind, GradKind::kAlias);
 }
 
+// CUDA softmax backward over a last axis of more than 1024 elements (or
+// 4096 bytes) multiplies the incoming gradient by the output into a
+// temporary of its size (softmax_backward_cuda_out); the persistent warp
+// kernel of shorter rows and a log-softmax take none.
+TEST(Schedule, LongSoftmaxRowsTakeAGradTimesOutputTemporaryInBackward) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(64)});
+  b.Init("W_long", {64, 2048});
+  b.Init("W_short", {64, 1024});
+  b.Op("MatMul", {"x", "W_long"}, {"l"}, "mm_long");
+  b.Op("MatMul", {"x", "W_short"}, {"t"}, "mm_short");
+  b.Op("Softmax", {"l"}, {"pl"}, "softmax_long").attrs["axis"] = testing_util::IntAttr(-1);
+  b.Op("Softmax", {"t"}, {"pt"}, "softmax_short").attrs["axis"] = testing_util::IntAttr(-1);
+  b.Op("LogSoftmax", {"l"}, {"ll"}, "log_softmax_long").attrs["axis"] = testing_util::IntAttr(-1);
+  b.Op("Softmax", {"t"}, {"pc"}, "softmax_axis0").attrs["axis"] = testing_util::IntAttr(0);
+  for (const char* y : {"pl", "pt", "ll", "pc"}) b.Output(y);
+  auto s = Build(&b, 4, Precision::kFp32);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const ExecOp* long_rows = OpOfNode(s.value(), b.g, "softmax_long");
+  const ExecOp* short_rows = OpOfNode(s.value(), b.g, "softmax_short");
+  const ExecOp* log_rows = OpOfNode(s.value(), b.g, "log_softmax_long");
+  const ExecOp* first_axis = OpOfNode(s.value(), b.g, "softmax_axis0");
+  ASSERT_TRUE(long_rows && short_rows && log_rows && first_axis);
+  EXPECT_EQ(long_rows->bwd_workspace, 4 * 2048 * 4);
+  EXPECT_EQ(short_rows->bwd_workspace, 0);
+  EXPECT_EQ(log_rows->bwd_workspace, 0);
+  EXPECT_EQ(first_axis->bwd_workspace, 4 * 1024 * 4);
+  // In bf16 the row of 2048 elements is 4096 bytes, still too long.
+  auto half = Build(&b, 4, Precision::kBf16);
+  ASSERT_TRUE(half.ok()) << half.message();
+  EXPECT_EQ(OpOfNode(half.value(), b.g, "softmax_long")->bwd_workspace, 4 * 2048 * 2);
+  EXPECT_EQ(OpOfNode(half.value(), b.g, "softmax_short")->bwd_workspace, 0);
+  // Inference: no backward.
+  auto infer = Build(&b, 4, Precision::kFp32, Mode::kInference);
+  ASSERT_TRUE(infer.ok()) << infer.message();
+  EXPECT_EQ(OpOfNode(infer.value(), b.g, "softmax_long")->bwd_workspace, 0);
+}
+
 TEST(Schedule, LayerNormRunsInFp32UnderAutocast) {
   GraphBuilder b;
   b.Input("x", {S("N"), D(8)});

@@ -516,7 +516,9 @@ void RegisterElementwiseOps(OpTable* t) {
   dropout.view_outputs = 1;  // No mask then.
   dropout.output_like_input0 = true;
   dropout.saved_extra_first = true;  // Its only saved tensor: the mask.
-  t->Add("Softmax", Def(SoftmaxShape, SaveOutput0, Autocast::kFp32Output)).contiguous_input0 = true;
+  OpDef& softmax = t->Add("Softmax", Def(SoftmaxShape, SaveOutput0, Autocast::kFp32Output));
+  softmax.contiguous_input0 = true;
+  softmax.softmax_grad_product = true;
   t->Add("LogSoftmax", Def(SoftmaxShape, SaveOutput0, Autocast::kFp32Output)).contiguous_input0 =
       true;
   t->Add("Hardmax", Def(SoftmaxShape, nullptr, P, false));
