@@ -13,7 +13,10 @@
 // plans the inference pass. MEMPLAN_PLACEMENTS=1
 // appends each event's id and where an allocation landed: #ID @SEGMENT:OFFSET/BLOCK
 // (bytes), and
-// the segments' sizes after the peak line.
+// the segments' sizes after the peak line. MEMPLAN_DEVICE_LIMIT=BYTES replays
+// the events with cudaMalloc failing past that many reserved bytes (the caching
+// allocator then frees its cached segments and retries, as PyTorch does on a
+// full card) and prints the retries after the peak line.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -102,7 +105,12 @@ int main(int argc, char** argv) {
   }
   auto plan = memplan::PlanModel(loaded.value(), bindings, options.value());
   if (!plan.ok()) return Fail(plan.message());
-  auto sim = memplan::SimulateCachingAllocator(plan->events, options->allocator);
+  // MEMPLAN_DEVICE_LIMIT: bytes past which the replay's cudaMalloc fails (the
+  // caching allocator then frees its cached segments and retries).
+  memplan::AllocatorConfig replay_config = options->allocator;
+  if (const char* l = std::getenv("MEMPLAN_DEVICE_LIMIT"))
+    replay_config.device_limit = std::stoll(l);
+  auto sim = memplan::SimulateCachingAllocator(plan->events, replay_config);
   if (!sim.ok()) return Fail(sim.message());
   const bool placements = std::getenv("MEMPLAN_PLACEMENTS") != nullptr;
   std::unordered_map<int64_t, int64_t> bytes_of;
@@ -130,6 +138,11 @@ int main(int argc, char** argv) {
   std::printf("peak allocated %lld reserved %lld at %s\n",
               static_cast<long long>(plan->peak.allocated_bytes),
               static_cast<long long>(plan->peak.reserved_bytes), plan->peak.node.c_str());
+  if (replay_config.device_limit > 0) {
+    std::printf("device limit %lld: %lld retries, %s\n",
+                static_cast<long long>(replay_config.device_limit),
+                static_cast<long long>(sim->alloc_retries), sim->oom ? "out of memory" : "no oom");
+  }
   if (placements) {
     for (size_t k = 0; k < sim->segment_bytes.size(); ++k) {
       std::printf("segment %zu %lld created at event %zu\n", k,
