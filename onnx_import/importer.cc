@@ -477,6 +477,14 @@ Status ReadModules(Importer* im, const onnx::NodeProto& np, const std::string& w
     RecordFxNode(im, fx_text, module_class, record);
     static const std::string kUnbind = "target=torch.ops.aten.unbind.int]";
     if (fx_text.find(kUnbind) != std::string::npos) n->unbind_call = im->fx_calls;
+    // softmax(x, dim, dtype): a dtype among its arguments (the others are
+    // %values and ints).
+    static const std::string kSoftmax = "target=torch.ops.aten.softmax.int](";
+    const size_t at = fx_text.find(kSoftmax);
+    if (at != std::string::npos &&
+        fx_text.find("torch.", at + kSoftmax.size()) != std::string::npos) {
+      n->softmax_dtype_call = im->fx_calls;
+    }
   }
   n->modules_known = found;
   n->runs_out_of_place = ModuleRunsOutOfPlace(module_class);

@@ -147,6 +147,52 @@ TEST(ImporterTest, NumbersTheNodesOfEachUnbindCall) {
   for (const Node& n : resnet->nodes) EXPECT_EQ(n.unbind_call, -1) << n.name;
 }
 
+// softmax(x, -1, dtype=torch.float32), which the dynamo exporter writes as a
+// Softmax and a Cast from one FX node: both get that call's number; a
+// softmax without a dtype and other nodes get none.
+TEST(ImporterTest, NumbersTheNodesOfASoftmaxWithADtype) {
+  onnx::ModelProto m = TinyModel();
+  auto* g = m.mutable_graph();
+  g->clear_output();
+  auto add_node = [&](const char* op, const char* name, const char* in, const char* out,
+                      const std::string& fx) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    n->add_input(in);
+    n->add_output(out);
+    if (op == std::string("Cast")) {
+      auto* to = n->add_attribute();
+      to->set_name("to");
+      to->set_type(onnx::AttributeProto::INT);
+      to->set_i(1);
+    }
+    // NodeProto.metadata_props (field 9) is newer than Debian's schema.
+    onnx::StringStringEntryProto meta;
+    meta.set_key("pkg.torch.onnx.fx_node");
+    meta.set_value(fx);
+    n->GetReflection()->MutableUnknownFields(n)->AddLengthDelimited(9, meta.SerializeAsString());
+  };
+  const std::string with_dtype =
+      "%softmax : [num_users=1] = call_function[target=torch.ops.aten.softmax.int](args = (%y, "
+      "-1, torch.float32), kwargs = {})";
+  const std::string without =
+      "%softmax_1 : [num_users=1] = call_function[target=torch.ops.aten.softmax.int](args = "
+      "(%p, -1), kwargs = {})";
+  add_node("Softmax", "node_Softmax_1", "y", "s", with_dtype);
+  add_node("Cast", "node_softmax", "s", "p", with_dtype);
+  add_node("Softmax", "node_softmax_1", "p", "q", without);
+  g->add_output()->set_name("q");
+  auto r = ImportOnnxBytes(m.SerializeAsString(), "softmax.onnx");
+  ASSERT_TRUE(r.ok()) << r.message();
+  std::map<std::string, int> call;
+  for (const Node& n : r->nodes) call[n.name] = n.softmax_dtype_call;
+  EXPECT_GE(call.at("node_Softmax_1"), 0);
+  EXPECT_EQ(call.at("node_softmax"), call.at("node_Softmax_1"));
+  EXPECT_EQ(call.at("node_softmax_1"), -1);
+  EXPECT_EQ(call.at("relu"), -1);
+}
+
 std::vector<std::vector<std::string>> TargetsOf(const std::string& line) {
   const PyStatement st = ParsePyStatement(line);
   EXPECT_EQ(st.kind, PyStatement::Kind::kAssign) << line;

@@ -125,6 +125,12 @@ struct Node {
   /// `pkg.torch.onnx.fx_node`) share this number; -1 for other nodes. Its
   /// Slices are one UnbindBackward in PyTorch (ExecOp::stack_leader).
   int unbind_call = -1;
+  /// The ONNX nodes one `aten.softmax.int` call with a dtype became (the
+  /// dynamo exporter writes `softmax(x, dim, dtype=torch.float32)` as
+  /// Softmax then Cast) share this number; -1 for other nodes. PyTorch runs
+  /// one kernel that writes the dtype asked for (`_softmax` with
+  /// half_to_float for a half input, nothing more for a float one).
+  int softmax_dtype_call = -1;
   std::vector<int> inputs;
   std::vector<int> outputs;
   std::map<std::string, Attribute> attrs;

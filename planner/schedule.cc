@@ -624,6 +624,10 @@ class Builder {
   void AddGroupNorm(const FusedRegion& r, int ni, const OpDef* def);
   void AddWeightNorm(const FusedRegion& r, int ni, const OpDef* def);
   void AppendRnn(const RnnRegion& r, const std::string& label);
+  /// The dtype a Softmax node's softmax(x, dim, dtype) call writes (the
+  /// target of the Cast that call became, taken as it is: an explicit
+  /// float32 stays float32 in a half-precision run); kUndefined otherwise.
+  DType SoftmaxCallDtype(int ni) const;
   int Synthetic(const std::string& name, const std::vector<int64_t>& shape, DType dt,
                 const std::vector<int64_t>& strides, int base);
   bool ComputeViewOutput(const Node& n, const OpDef& def, int in_val, int out_tensor,
@@ -1096,6 +1100,7 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     any_grad = any_grad || (grad_input(i) && in[i] >= 0 && s_.vals[in[i]].requires_grad);
   }
   const bool differentiable = def ? def->differentiable : false;
+  const DType softmax_dtype = SoftmaxCallDtype(ni);
   for (size_t k = 0; k < outs.size(); ++k) {
     const int t = outs[k];
     if (t < 0) {
@@ -1104,7 +1109,9 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     }
     Val& v = s_.vals[t];
     const DType gdt = t < static_cast<int>(g_.tensors.size()) ? g_.tensors[t].dtype : v.dtype;
-    if (IsFloat(gdt)) {
+    if (k == 0 && softmax_dtype != DType::kUndefined) {
+      v.dtype = softmax_dtype;
+    } else if (IsFloat(gdt)) {
       if (out_dtype == OutputDType::kCastTarget) {
         v.dtype = amp ? gdt : RunDtype(gdt);
       } else if (out_dtype == OutputDType::kLikeInput1 && in.size() > 1 && in[1] >= 0) {
@@ -1358,11 +1365,46 @@ void Builder::AddNode(int ni) {
         n.outputs.size() > 1 && n.outputs[1] >= 0 && !g_.tensors[n.outputs[1]].consumers.empty();
     view = !mask_read;
   }
+  // The Cast of a softmax(x, dim, dtype) call: the softmax wrote that dtype
+  // already (SoftmaxCallDtype), so it is the softmax's output itself; in a
+  // half-precision run it is the model's cast back to its dtype
+  // (`.to(query.dtype)` in transformers' eager attention), which the float
+  // export could not record.
+  if (!view && n.softmax_dtype_call >= 0 && def && def->output_dtype == OutputDType::kCastTarget &&
+      !in.empty() && in[0] >= 0 && !n.outputs.empty() && n.outputs[0] >= 0) {
+    const DType gdt = g_.tensors[n.outputs[0]].dtype;
+    const DType run = IsAmp(o_.precision) ? gdt : RunDtype(gdt);
+    if (s_.vals[in[0]].dtype == run) {
+      AddViewOp(ni, *FindOp("", op_names::kIdentity), in);
+      return;
+    }
+  }
   if (view) {
     AddViewOp(ni, *def, in);
   } else {
     AddComputeOp(ni, def, in);
   }
+}
+
+DType Builder::SoftmaxCallDtype(int ni) const {
+  if (ni < 0) return DType::kUndefined;
+  const Node& n = g_.nodes[ni];
+  if (n.softmax_dtype_call < 0 || n.op_type != op_names::kSoftmax || n.outputs.empty() ||
+      n.outputs[0] < 0) {
+    return DType::kUndefined;
+  }
+  for (int c : g_.tensors[n.outputs[0]].consumers) {
+    const Node& cast = g_.nodes[c];
+    const OpDef* def = FindOp(cast.domain, cast.op_type);
+    if (cast.softmax_dtype_call != n.softmax_dtype_call || !def ||
+        def->output_dtype != OutputDType::kCastTarget || cast.outputs.empty() ||
+        cast.outputs[0] < 0) {
+      continue;
+    }
+    const DType dt = g_.tensors[cast.outputs[0]].dtype;
+    if (IsFloat(dt)) return dt;
+  }
+  return DType::kUndefined;
 }
 
 int Builder::Synthetic(const std::string& name, const std::vector<int64_t>& shape, DType dt,

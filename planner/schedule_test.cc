@@ -814,6 +814,50 @@ TEST(Schedule, LongSoftmaxRowsTakeAGradTimesOutputTemporaryInBackward) {
   EXPECT_EQ(OpOfNode(infer.value(), b.g, "softmax_long")->bwd_workspace, 0);
 }
 
+// softmax(x, -1, dtype=torch.float32) (a Softmax and a Cast of one call,
+// Node::softmax_dtype_call) is one kernel writing float32: in fp32 the Cast
+// is the softmax's output itself; in pure bf16 the softmax still writes
+// float32 (half_to_float) and the Cast is the model's cast back to bf16.
+TEST(Schedule, ASoftmaxWithADtypeWritesThatDtype) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(8)});
+  b.Init("W", {8, 2048});
+  b.Init("V", {2048, 8});
+  b.Op("MatMul", {"x", "W"}, {"h"}, "mm");
+  {
+    Node& soft = b.Op("Softmax", {"h"}, {"s"}, "softmax");
+    soft.attrs["axis"] = testing_util::IntAttr(-1);
+    soft.softmax_dtype_call = 3;
+  }
+  {
+    Node& cast = b.Op("Cast", {"s"}, {"p"}, "softmax_cast");
+    cast.attrs["to"] = testing_util::IntAttr(static_cast<int64_t>(DType::kFloat));
+    cast.softmax_dtype_call = 3;
+  }
+  b.Op("MatMul", {"p", "V"}, {"y"}, "mm2");
+  b.Output("y");
+  auto fp32 = Build(&b, 4, Precision::kFp32);
+  ASSERT_TRUE(fp32.ok()) << fp32.message();
+  const ExecOp* c32 = OpOfNode(fp32.value(), b.g, "softmax_cast");
+  ASSERT_TRUE(c32);
+  EXPECT_TRUE(c32->view);
+  EXPECT_EQ(fp32->vals[b.g.Find("p")].base, b.g.Find("s"));
+  auto bf16 = Build(&b, 4, Precision::kBf16);
+  ASSERT_TRUE(bf16.ok()) << bf16.message();
+  EXPECT_EQ(bf16->vals[b.g.Find("h")].dtype, DType::kBFloat16);
+  EXPECT_EQ(bf16->vals[b.g.Find("s")].dtype, DType::kFloat);
+  EXPECT_EQ(bf16->vals[b.g.Find("p")].dtype, DType::kBFloat16);
+  const ExecOp* c16 = OpOfNode(bf16.value(), b.g, "softmax_cast");
+  ASSERT_TRUE(c16);
+  EXPECT_FALSE(c16->view);
+  // Without the call number both are what they were: a bf16 softmax and a
+  // bf16 copy.
+  for (Node& n : b.g.nodes) n.softmax_dtype_call = -1;
+  auto plain = Build(&b, 4, Precision::kBf16);
+  ASSERT_TRUE(plain.ok()) << plain.message();
+  EXPECT_EQ(plain->vals[b.g.Find("s")].dtype, DType::kBFloat16);
+}
+
 TEST(Schedule, LayerNormRunsInFp32UnderAutocast) {
   GraphBuilder b;
   b.Input("x", {S("N"), D(8)});
