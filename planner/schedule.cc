@@ -321,18 +321,24 @@ constexpr int64_t kPersistentSoftmaxElements = 1024;
 constexpr int64_t kPersistentSoftmaxBytes = 4096;
 
 // OpDef::softmax_grad_product: the temporary a softmax with output `y` over
-// `axis` (negative: from the end) takes in backward, 0 on the persistent
-// kernel.
-int64_t SoftmaxGradProductBytes(const Val& y, int64_t axis) {
+// `axis` (SoftmaxAxis; negative: from the end) takes in backward, 0 on the
+// persistent kernel. Before opset 13 the input is coerced to 2-D at `axis`:
+// the rows are the dims from there on.
+int64_t SoftmaxGradProductBytes(const Val& y, int64_t axis, int64_t opset) {
   const auto rank = static_cast<int64_t>(y.shape.size());
   if (rank == 0) return 0;
   if (axis < 0) axis += rank;
   if (axis < 0 || axis >= rank) return 0;
   int64_t elem = 0;
   if (!DTypeBytes(y.dtype, 1, &elem)) return 0;
-  const int64_t n = y.shape[static_cast<size_t>(axis)];
-  const bool persistent = axis == rank - 1 && n <= kPersistentSoftmaxElements &&
-                          SatMulNonNeg(n, elem) <= kPersistentSoftmaxBytes;
+  const bool coerced = opset > 0 && opset < 13;
+  int64_t n = y.shape[static_cast<size_t>(axis)];
+  for (int64_t d = axis + 1; coerced && d < rank; ++d) {
+    n = SatMulNonNeg(n, y.shape[static_cast<size_t>(d)]);
+  }
+  const bool last = coerced || axis == rank - 1;
+  const bool persistent =
+      last && n <= kPersistentSoftmaxElements && SatMulNonNeg(n, elem) <= kPersistentSoftmaxBytes;
   return persistent ? 0 : y.bytes;
 }
 
@@ -592,6 +598,10 @@ class Builder {
     while (s_.vals[v].base >= 0) v = s_.vals[v].base;
     return v;
   }
+  /// What a Cast to `target` writes in this run: the target as it is
+  /// under autocast (the model's own casts stay), else in the run's dtype
+  /// (a float cast of a half-precision model is a half one).
+  DType CastRunDtype(DType target) const { return IsAmp(o_.precision) ? target : RunDtype(target); }
   DType RunDtype(DType graph_dtype) const {
     if (IsWholeCast(o_.precision) && IsFloat(graph_dtype)) return HalfType(o_.precision);
     return graph_dtype;
@@ -1113,7 +1123,7 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
       v.dtype = softmax_dtype;
     } else if (IsFloat(gdt)) {
       if (out_dtype == OutputDType::kCastTarget) {
-        v.dtype = amp ? gdt : RunDtype(gdt);
+        v.dtype = CastRunDtype(gdt);
       } else if (out_dtype == OutputDType::kLikeInput1 && in.size() > 1 && in[1] >= 0) {
         v.dtype = s_.vals[in[1]].dtype;
       } else if (amp && ac == Autocast::kLowPrecision) {
@@ -1188,9 +1198,8 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
   if (def && def->softmax_grad_product && !op.grad_in.empty() && op.grad_in[0] && !op.out.empty() &&
       op.out[0] >= 0) {
     const Val& y = s_.vals[op.out[0]];
-    op.bwd_workspace =
-        SatAdd(op.bwd_workspace,
-               SoftmaxGradProductBytes(y, ni >= 0 ? g_.nodes[ni].GetInt("axis", -1) : -1));
+    const int64_t axis = ni >= 0 ? SoftmaxAxis(g_.nodes[ni], g_.Opset()) : -1;
+    op.bwd_workspace = SatAdd(op.bwd_workspace, SoftmaxGradProductBytes(y, axis, g_.Opset()));
   }
   // OpDef::same_shape_grad_passes: no broadcast, no cast, the gradient is
   // handed on as it comes.
@@ -1372,9 +1381,7 @@ void Builder::AddNode(int ni) {
   // export could not record.
   if (!view && n.softmax_dtype_call >= 0 && def && def->output_dtype == OutputDType::kCastTarget &&
       !in.empty() && in[0] >= 0 && !n.outputs.empty() && n.outputs[0] >= 0) {
-    const DType gdt = g_.tensors[n.outputs[0]].dtype;
-    const DType run = IsAmp(o_.precision) ? gdt : RunDtype(gdt);
-    if (s_.vals[in[0]].dtype == run) {
+    if (s_.vals[in[0]].dtype == CastRunDtype(g_.tensors[n.outputs[0]].dtype)) {
       AddViewOp(ni, *FindOp("", op_names::kIdentity), in);
       return;
     }

@@ -814,6 +814,31 @@ TEST(Schedule, LongSoftmaxRowsTakeAGradTimesOutputTemporaryInBackward) {
   EXPECT_EQ(OpOfNode(infer.value(), b.g, "softmax_long")->bwd_workspace, 0);
 }
 
+// Before opset 13 Softmax coerces its input to 2-D at `axis` (default 1):
+// rows of 4 x 512 elements are too long for the persistent kernel, rows of
+// 4 x 128 are not.
+TEST(Schedule, SoftmaxRowsBeforeOpset13SpanTheDimsFromTheAxis) {
+  GraphBuilder b;
+  b.g.opsets[""] = 11;
+  b.Input("x", {S("N"), D(8)});
+  b.Init("W_long", {8, 2048});
+  b.Init("W_short", {8, 512});
+  b.Ints("long_shape", {0, 4, 512});
+  b.Ints("short_shape", {0, 4, 128});
+  b.Op("MatMul", {"x", "W_long"}, {"l"}, "mm_long");
+  b.Op("MatMul", {"x", "W_short"}, {"t"}, "mm_short");
+  b.Op("Reshape", {"l", "long_shape"}, {"l3"}, "reshape_long");
+  b.Op("Reshape", {"t", "short_shape"}, {"t3"}, "reshape_short");
+  b.Op("Softmax", {"l3"}, {"pl"}, "softmax_long");
+  b.Op("Softmax", {"t3"}, {"pt"}, "softmax_short");
+  b.Output("pl");
+  b.Output("pt");
+  auto s = Build(&b, 2, Precision::kFp32);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(OpOfNode(s.value(), b.g, "softmax_long")->bwd_workspace, 2 * 2048 * 4);
+  EXPECT_EQ(OpOfNode(s.value(), b.g, "softmax_short")->bwd_workspace, 0);
+}
+
 // softmax(x, -1, dtype=torch.float32) (a Softmax and a Cast of one call,
 // Node::softmax_dtype_call) is one kernel writing float32: in fp32 the Cast
 // is the softmax's output itself; in pure bf16 the softmax still writes

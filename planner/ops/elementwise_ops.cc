@@ -282,8 +282,7 @@ Status SoftmaxShape(ShapeContext& ctx) {
   Status s = CheckInputs(ctx, 1, 1);
   if (!s.ok()) return s;
   const Tensor& in = ctx.Input(0);
-  const int64_t def = (ctx.opset() > 0 && ctx.opset() < 13) ? 1 : -1;
-  const int64_t axis = ctx.node().GetInt("axis", def);
+  const int64_t axis = SoftmaxAxis(ctx.node(), ctx.opset());
   int64_t a = 0;
   const int64_t r = static_cast<int64_t>(in.shape.size());
   if (!(r == 0 && (axis == 0 || axis == -1)) && !NormalizeAxis(axis, r, &a)) {
@@ -446,6 +445,10 @@ OpDef Def(ShapeFn fn, SavesFn saves = nullptr, Autocast ac = Autocast::kPassthro
 }
 
 }  // namespace
+
+int64_t SoftmaxAxis(const Node& n, int64_t opset) {
+  return n.GetInt("axis", opset > 0 && opset < 13 ? 1 : -1);
+}
 
 double DropoutRatio(const Graph& g, const Node& n) {
   double ratio = 0.5;
