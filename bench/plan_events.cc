@@ -17,6 +17,7 @@
 // the events with cudaMalloc failing past that many reserved bytes (the caching
 // allocator then frees its cached segments and retries, as PyTorch does on a
 // full card) and prints the retries after the peak line.
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -108,8 +109,15 @@ int main(int argc, char** argv) {
   // MEMPLAN_DEVICE_LIMIT: bytes past which the replay's cudaMalloc fails (the
   // caching allocator then frees its cached segments and retries).
   memplan::AllocatorConfig replay_config = options->allocator;
-  if (const char* l = std::getenv("MEMPLAN_DEVICE_LIMIT"))
-    replay_config.device_limit = std::stoll(l);
+  if (const char* l = std::getenv("MEMPLAN_DEVICE_LIMIT")) {
+    char* end = nullptr;
+    errno = 0;
+    const long long bytes = std::strtoll(l, &end, 10);
+    if (end == l || *end != '\0' || errno != 0 || bytes <= 0) {
+      return Fail(std::string("MEMPLAN_DEVICE_LIMIT: '") + l + "' is not a positive byte count");
+    }
+    replay_config.device_limit = bytes;
+  }
   auto sim = memplan::SimulateCachingAllocator(plan->events, replay_config);
   if (!sim.ok()) return Fail(sim.message());
   const bool placements = std::getenv("MEMPLAN_PLACEMENTS") != nullptr;
