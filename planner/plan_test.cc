@@ -339,6 +339,43 @@ std::vector<StepEvent> FirstStepEvents(const Plan& p) {
   return out;
 }
 
+// A cat of a bfloat16 and a float32 tensor under autocast writes float32;
+// its backward hands each input a slice of the float32 gradient, which the
+// autograd engine casts to the input's dtype before the next function runs
+// (validate_outputs): the bfloat16 input gets a gradient of its own at once
+// (DeepLab's ASPP: four bfloat16 branches and an upsampled float32 one).
+// x [N, 64] -> fc1 (bf16 h) -> LayerNorm (fp32 n); cat(h, n) [N, 128] fp32
+// -> head.
+TEST(Plan, AMixedDtypeCatGivesItsHalfInputAGradientOfItsOwn) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(64)});
+  b.Init("W1", {64, 64});
+  b.Init("g", {64});
+  b.Init("beta", {64});
+  b.Init("W2", {128, 16});
+  b.Op("MatMul", {"x", "W1"}, {"h"}, "fc1");
+  b.Op("LayerNormalization", {"h", "g", "beta"}, {"n"}, "ln").attrs["axis"] = IntAttr(-1);
+  b.Op("Concat", {"h", "n"}, {"c"}, "cat").attrs["axis"] = IntAttr(1);
+  b.Op("MatMul", {"c", "W2"}, {"logits"}, "head");
+  b.Output("logits");
+  const int64_t batch = 8;
+  auto cat_backward_allocs = [&](Precision precision) {
+    PlanOptions o = Train(Optimizer::kSgd, precision);
+    o.keep_events = true;
+    const Plan p = PlanOf(b, batch, o);
+    std::vector<int64_t> allocs;
+    for (const StepEvent& ev : FirstStepEvents(p)) {
+      if (ev.phase == Phase::kBackward && ev.node == "cat" && ev.bytes > 0) {
+        allocs.push_back(ev.bytes);
+      }
+    }
+    return allocs;
+  };
+  EXPECT_EQ(cat_backward_allocs(Precision::kAmpBf16), (std::vector<int64_t>{batch * 64 * 2}))
+      << "h's bfloat16 gradient";
+  EXPECT_TRUE(cat_backward_allocs(Precision::kFp32).empty()) << "one dtype: slices only";
+}
+
 // The forward thread's cuBLAS workspace is made inside the first GEMM, after
 // that GEMM's output (getCurrentCUDABlasHandle; H200 trace gru_lm b19
 // amp_bf16: the head's 23.2 MiB logits, then the 32 MiB).

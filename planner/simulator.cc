@@ -594,6 +594,23 @@ void Simulator::Backward() {
             produced.emplace_back(op.in[0], st);
             continue;
           }
+          if (op.out[0] >= 0 && s_.vals[op.in[i]].dtype != s_.vals[op.out[0]].dtype) {
+            // The autograd engine casts each gradient a function returns to
+            // its input's dtype (validate_outputs, torch/csrc/autograd/
+            // engine.cpp) before the next function runs: a cat of bfloat16
+            // branches and a float32 one under autocast (DeepLab's ASPP,
+            // whose pooling branch upsamples in float32) hands each bfloat16
+            // branch a copy of its slice at once, and the float32 gradient
+            // lives only as long as its float32 inputs need it.
+            int64_t n = 0;
+            int64_t bytes = 0;
+            CheckedNumel(s_.vals[op.in[i]].shape, &n);
+            DTypeBytes(s_.vals[op.in[i]].dtype, n, &bytes);
+            const int st = AllocNew(bytes, Category::kTransients);
+            Ref(st);
+            produced.emplace_back(op.in[i], st);
+            continue;
+          }
           Ref(out_grad);
           produced.emplace_back(op.in[i], out_grad);
           if (op.grad_is_view) storages[out_grad].grad_is_view = true;

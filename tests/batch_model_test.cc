@@ -161,10 +161,9 @@ TEST(BatchModel, PredictsNotWhereASizeIsNotAffine) {
 }
 
 // A model goes over to a candidate that makes the same events under other
-// evidence (deeplab_mnv3_train: amp_fp16's per-pixel cross entropy,
-// HardSwish and HardSigmoid have no measurement behind them, amp_bf16's
-// have), with that candidate's unmeasured bytes, and only to one whose
-// events are the same.
+// evidence (deeplab_mnv3_train: amp_fp16's HardSwish and HardSigmoid have
+// no measurement behind them, amp_bf16's have), with that candidate's
+// unmeasured bytes, and only to one whose events are the same.
 TEST(BatchModel, GoesOverToACandidateWithTheSameEvents) {
   CandidatePlanner planner(Model("deeplab_mnv3_train"), Train());
   const Plan a = PlanAt(&planner, 3, Precision::kAmpBf16, PlanDetail::kStreams);
