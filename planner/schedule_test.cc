@@ -1142,6 +1142,37 @@ TEST(ScheduleConv, HalfPrecisionConv1dWeightGradientTakesTheInputGradientWorkspa
   EXPECT_EQ(OpOfNode(sf.value(), f.g, "conv")->bwd_weight_workspace, 2 * ws + (4 << 20));
 }
 
+// Where the plan asks for cuDNN's fp32 engines that copy the input and the
+// weight only (Fp32ConvCopies::kInputOnly), a strided Conv1d past the stem
+// still copies x, w and y (19 of 21 such shapes of cudnn_ws_models_h200.jsonl
+// and wav2vec2_ln_c's trace); a 2-D convolution copies x and w.
+TEST(ScheduleConv, Fp32Conv1dCopiesAllThreeUnderEitherEngineKind) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(512), D(99)});
+  b.Input("img", {S("N"), D(64), D(16), D(16)});
+  b.Init("W", {512, 512, 3});
+  b.Init("K", {64, 64, 3, 3});
+  Ints(b.Op("Conv", {"x", "W"}, {"y"}, "conv1d"), "strides", {2});       // [N, 512, 49]
+  Ints(b.Op("Conv", {"img", "K"}, {"z"}, "conv2d"), "strides", {2, 2});  // [N, 64, 7, 7]
+  b.Output("y");
+  b.Output("z");
+  ShapeBindings bind;
+  bind.batch = 4;
+  ASSERT_TRUE(InferShapes(&b.g, bind, nullptr).ok());
+  for (Fp32ConvCopies kind : {Fp32ConvCopies::kAll, Fp32ConvCopies::kInputOnly}) {
+    PlanOptions o;
+    o.precision = Precision::kFp32;
+    o.fp32_conv = kind;
+    auto s = BuildSchedule(b.g, o);
+    ASSERT_TRUE(s.ok()) << s.message();
+    const int64_t x = 4 * 512 * 99 * 4, w = 512 * 512 * 3 * 4, y = 4 * 512 * 49 * 4;
+    EXPECT_EQ(OpOfNode(s.value(), b.g, "conv1d")->fwd_workspace, x + w + y);
+    const int64_t img = 4 * 64 * 16 * 16 * 4, k = 64 * 64 * 9 * 4, z = 4 * 64 * 7 * 7 * 4;
+    EXPECT_EQ(OpOfNode(s.value(), b.g, "conv2d")->fwd_workspace,
+              kind == Fp32ConvCopies::kAll ? img + k + z : img + k);
+  }
+}
+
 // The weight gradient of an unstrided 16-bit 1x1 convolution: cuDNN splits
 // it over the images (N float32 [K, C] partial sums) up to 576 input channels
 // and K * C <= 2^19, else copies the input and the output gradient
