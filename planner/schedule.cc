@@ -1613,13 +1613,19 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
   }
   int causal_mask = -1;
   if (math && causal) {
-    // ones(L, S, bool).tril() -> a float mask of -inf above the diagonal.
+    // ones(L, S, bool).tril() -> a float mask of -inf above the diagonal
+    // (_scaled_dot_product_attention_math, convert_boolean_attn_mask): the
+    // ones, then the tril, the ones go, then the float mask (a `where` of
+    // the tril), the tril goes (H200 trace of qwen_bigvocab_e b1 fp32: 4,
+    // 4, -4, 16, -4 MiB at 2048 positions, the last three in one 20 MiB
+    // segment).
     causal_mask = Synthetic(label + "/causal_mask", {sq, sk}, f, {}, -1);
     ExecOp op;
     op.label = label + "/causal_mask";
     op.op_type = "CausalMask";
     op.out = {causal_mask};
-    op.fwd_workspace = 2 * BytesOf({sq, sk}, DType::kBool);
+    op.fwd_temp_source_bytes = BytesOf({sq, sk}, DType::kBool);
+    op.fwd_temp_bytes = BytesOf({sq, sk}, DType::kBool);
     s_.ops.push_back(op);
     locals.push_back(causal_mask);
   }

@@ -70,6 +70,9 @@ struct ExecOp {
   /// Temporaries the call allocates before its outputs and frees at its end
   /// (cuDNN RNN: the contiguous copy of a batch-first input).
   int64_t fwd_temp_bytes = 0;
+  /// What that temporary is made from: allocated just before it and freed
+  /// once it is made, before the outputs (`ones(L, S).tril()`: the ones).
+  int64_t fwd_temp_source_bytes = 0;
   /// Temporaries allocated after the outputs, before the workspace, each on
   /// its own, freed at the call's end (cuDNN RNN: the hy/cy nobody reads).
   std::vector<int64_t> fwd_late_temp_bytes;

@@ -3,6 +3,7 @@
 // positions, k and v repeated to the query heads, a permuted position bias).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -179,6 +180,39 @@ TEST(SdpaSchedule, Fp32GqaRunsTheMathKernel) {
   EXPECT_EQ(soft->fwd_workspace, kB * kH * kS * kS);
   const ExecOp* rep = Find(s, "RepeatInterleave");
   EXPECT_EQ(s.vals[rep->out[0]].bytes, kB * kH * kS * kD * 4);
+}
+
+// The math kernel's causal mask: ones(S, S, bool), its tril, the ones go,
+// the float mask, the tril goes (the H200 trace of qwen_bigvocab_e b1 fp32).
+TEST(SdpaSchedule, TheMathKernelsCausalMaskIsMadeFromATrilOfOnes) {
+  const GraphBuilder b = Llama(Opts());
+  const Schedule s = Build(b, Precision::kFp32);
+  const ExecOp* mask = Find(s, "CausalMask");
+  ASSERT_NE(mask, nullptr);
+  EXPECT_EQ(mask->fwd_temp_source_bytes, kS * kS);
+  EXPECT_EQ(mask->fwd_temp_bytes, kS * kS);
+  EXPECT_EQ(mask->fwd_workspace, 0);
+  PlanOptions o;
+  o.precision = Precision::kFp32;
+  o.attention = Attention::kFused;
+  o.keep_events = true;
+  auto plan = MakePlan(b.g, kB, o);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  std::vector<int64_t> signed_bytes;  // the first step's, + alloc, - free
+  std::map<int64_t, int64_t> bytes_of;
+  const size_t end = plan->iteration_starts.size() > 1 ? plan->iteration_starts[1] : 0;
+  for (size_t e = 0; e < end; ++e) {
+    const MemEvent& ev = plan->events[e];
+    if (ev.is_alloc) bytes_of[ev.id] = ev.bytes;
+    const std::string& node = plan->event_nodes[e];
+    if (node.size() >= 12 && node.substr(node.size() - 12) == "/causal_mask") {
+      signed_bytes.push_back(ev.is_alloc ? ev.bytes : -bytes_of[ev.id]);
+    }
+  }
+  ASSERT_GE(signed_bytes.size(), 5u);
+  signed_bytes.resize(5);
+  EXPECT_EQ(signed_bytes,
+            (std::vector<int64_t>{kS * kS, kS * kS, -kS * kS, kS * kS * 4, -kS * kS}));
 }
 
 // bf16 (autocast) with GQA and is_causal: flash, on the un-repeated k and v.

@@ -169,7 +169,10 @@ void Simulator::RunKernel(size_t i, bool grad_mode, bool input_dies_here, int ke
     process_state_ = true;
     Ref(AllocNew(op.process_state_bytes, Category::kWorkspaces));
   }
+  const int temp_source =
+      op.fwd_temp_source_bytes > 0 ? AllocNew(op.fwd_temp_source_bytes, Category::kTransients) : -1;
   const int temp = op.fwd_temp_bytes > 0 ? AllocNew(op.fwd_temp_bytes, Category::kTransients) : -1;
+  if (temp_source >= 0) Free(temp_source);
   int inplace = InPlaceStorage(op, input_dies_here);
   if (inplace >= 0) in_place_matters = true;
   if (o_.inplace != InPlace::kOn) inplace = -1;
