@@ -1452,7 +1452,8 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
   int v = val_of_[gqa ? r.v_kv : r.v];
   // The bias alone where the model skips an all-true padding mask.
   const int mask_tensor = fused && r.bias_mask >= 0 ? r.bias_mask : r.mask;
-  const int mask = r.mask >= 0 && !no_mask ? val_of_[mask_tensor] : -1;
+  int mask = r.mask >= 0 && !no_mask ? val_of_[mask_tensor] : -1;
+  int autocast_mask = -1;  // autocast's half copy of a float mask
   const int out = r.out;
   const bool amp = IsAmp(o_.precision);
   const DType half = HalfType(o_.precision);
@@ -1528,7 +1529,13 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
     }
   }
   if (amp) {
-    // Last argument first, as AddCompute's casts.
+    // Last argument first, as AddCompute's casts: a float mask (T5's
+    // position bias) is an argument too, cast before v, k and q and kept
+    // until the call returns (H200 probe, bench/results/copy_probe_h200.txt).
+    if (fused && mask >= 0 && s_.vals[mask].dtype == DType::kFloat) {
+      mask = CastVal(mask, half, false, "autocast(" + label + ")");
+      autocast_mask = mask;
+    }
     for (int* x : {&v, &k, &q}) {
       if (s_.vals[*x].dtype == DType::kFloat)
         *x = CastVal(*x, half, false, "autocast(" + label + ")");
@@ -1587,6 +1594,8 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
   const bool math = fused;
   const size_t first_op = s_.ops.size();
   std::vector<int> locals;  // C++ locals of the math kernel: freed when it returns
+  // Autocast's copy of the mask is freed when the call returns.
+  if (math && autocast_mask >= 0) locals.push_back(autocast_mask);
   const std::vector<SavedRef> none;
   DType f = dt;
   if (math && IsHalf(dt)) {
@@ -1673,6 +1682,12 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
   int scores = make("scores", f);
   AddCompute(op_names::kMatMul, label + "/scores", -1, matmul, {q, kt}, {scores}, nullptr,
              SatProduct({2, s2, d}));
+  if (math) {
+    // matmul(q, k.transpose(-2, -1) * scale): the scaled k is a temporary
+    // of that call's arguments, freed when the matmul returns.
+    const int scores_op = static_cast<int>(s_.ops.size()) - 1;
+    s_.vals[kt].held_until = std::max(s_.vals[kt].held_until, scores_op);
+  }
   // The saved operands are the (possibly copied) inputs of that matmul.
   {
     ExecOp& mm = s_.ops.back();
@@ -1734,6 +1749,20 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
   if (math && f != dt) {
     ctx = Synthetic(label + "/context", oshape, f, {}, -1);
     s_.vals[ctx].requires_grad = grad;
+    // The kernel returns make_tuple(matmul(attn, v).to(dtype), attn.to(dtype));
+    // GCC evaluates those arguments right to left, so the (discarded)
+    // probabilities in the input dtype come first and live until the call
+    // returns (H200: bench/results/copy_probe_h200.txt, and t5_encdec_c's
+    // trace at b4: 8 MiB before the context's copy of v and its product).
+    const int probs_half = Synthetic(label + "/probs_to_input_dtype", sshape, dt, {}, -1);
+    ExecOp op;
+    op.label = label + "/probs_to_input_dtype";
+    op.op_type = op_names::kCast;
+    op.in = {cur};
+    op.out = {probs_half};
+    op.grad_in = {false};
+    s_.ops.push_back(op);
+    locals.push_back(probs_half);
   }
   AddCompute(op_names::kMatMul, label + "/context", -1, matmul, {cur, v}, {ctx}, nullptr,
              SatProduct({2, bh, sq, sk, dv}));
@@ -1743,14 +1772,13 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
     mm2.saved = train ? mm2_saves : std::vector<SavedRef>{};
   }
   if (ctx != out) {
-    // .to(the input dtype) of the output and of the (discarded) probabilities.
+    // .to(the input dtype) of the output.
     ExecOp op;
     op.label = label + "/to_input_dtype";
     op.op_type = op_names::kCast;
     op.in = {ctx};
     op.out = {out};
     op.grad_in = {grad};
-    op.fwd_workspace = BytesOf(sshape, dt);
     s_.ops.push_back(op);
   }
   s_.vals[out].strides = ContiguousStrides(oshape);

@@ -215,6 +215,80 @@ TEST(SdpaSchedule, TheMathKernelsCausalMaskIsMadeFromATrilOfOnes) {
             (std::vector<int64_t>{kS * kS, kS * kS, -kS * kS, kS * kS * 4, -kS * kS}));
 }
 
+// The math kernel under autocast (T5's permuted position bias): autocast
+// casts the float mask, an argument like q, k and v, first and keeps it for
+// the call; the kernel makes the (discarded) probabilities in the input dtype
+// before the context's product (make_tuple's arguments, right to left) and
+// keeps them to its return; the scaled k lives until the scores' product
+// returns (bench/results/copy_probe_h200.txt, t5_encdec_c's H200 trace).
+TEST(SdpaSchedule, TheMathKernelUnderAutocastRunsInPyTorchsOrder) {
+  const GraphBuilder b = Llama(Opts{false, false, true});
+  const Schedule s = Build(b, Precision::kAmpBf16);
+  EXPECT_EQ(Count(s, "ScaledDotProductAttention"), 0);
+  int mask_cast = -1, first_q_cast = -1, probs_half = -1, context = -1, scores = -1;
+  int scale_k = -1;
+  for (size_t i = 0; i < s.ops.size(); ++i) {
+    const ExecOp& op = s.ops[i];
+    const std::string& l = op.label;
+    auto ends = [&](const std::string& x) {
+      return l.size() >= x.size() && l.compare(l.size() - x.size(), x.size(), x) == 0;
+    };
+    if (op.op_type == "Cast" && l.rfind("autocast(", 0) == 0 && !op.out.empty()) {
+      const Val& out = s.vals[op.out[0]];
+      if (out.shape == std::vector<int64_t>{1, kH, kS, kS} && mask_cast < 0) {
+        mask_cast = static_cast<int>(i);
+        EXPECT_EQ(out.dtype, DType::kBFloat16);
+      } else if (first_q_cast < 0) {
+        first_q_cast = static_cast<int>(i);
+      }
+    }
+    if (ends("/probs_to_input_dtype")) {
+      probs_half = static_cast<int>(i);
+      EXPECT_EQ(s.vals[op.out[0]].dtype, DType::kBFloat16);
+      EXPECT_EQ(s.vals[op.out[0]].bytes, kB * kH * kS * kS * 2);
+    }
+    if (ends("/context") && op.op_type == "MatMul") context = static_cast<int>(i);
+    if (ends("/scores") && op.op_type == "MatMul") scores = static_cast<int>(i);
+    if (ends("/scale_k")) scale_k = static_cast<int>(i);
+  }
+  ASSERT_GE(mask_cast, 0);
+  ASSERT_GE(first_q_cast, 0);
+  EXPECT_LT(mask_cast, first_q_cast);
+  ASSERT_GE(probs_half, 0);
+  ASSERT_GE(context, 0);
+  EXPECT_LT(probs_half, context);
+  // The probabilities' half copy is held to the call's end, the mask's
+  // copy too; the scaled k to the scores' product.
+  EXPECT_GE(s.vals[s.ops[probs_half].out[0]].held_until, context);
+  EXPECT_GE(s.vals[s.ops[mask_cast].out[0]].held_until, context);
+  ASSERT_GE(scores, 0);
+  ASSERT_GE(scale_k, 0);
+  EXPECT_EQ(s.vals[s.ops[scale_k].out[0]].held_until, scores);
+  // Planned: the probabilities' half copy is freed after the output's cast.
+  PlanOptions o;
+  o.precision = Precision::kAmpBf16;
+  o.attention = Attention::kFused;
+  o.keep_events = true;
+  auto plan = MakePlan(b.g, kB, o);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  int64_t probs_id = -1;
+  std::string freed_at;
+  for (size_t e = 0; e < plan->events.size(); ++e) {
+    const MemEvent& ev = plan->events[e];
+    const std::string& node = plan->event_nodes[e];
+    if (ev.is_alloc && probs_id < 0 && node.size() >= 21 &&
+        node.compare(node.size() - 21, 21, "/probs_to_input_dtype") == 0) {
+      probs_id = ev.id;
+    } else if (!ev.is_alloc && ev.id == probs_id) {
+      freed_at = node;
+      break;
+    }
+  }
+  ASSERT_GE(probs_id, 0);
+  ASSERT_GE(freed_at.size(), 15u);
+  EXPECT_EQ(freed_at.substr(freed_at.size() - 15), "/to_input_dtype");
+}
+
 // bf16 (autocast) with GQA and is_causal: flash, on the un-repeated k and v.
 TEST(SdpaSchedule, AmpGqaRunsFlashOnTheKeyValueHeads) {
   const Schedule s = Build(Llama(Opts()), Precision::kAmpBf16);

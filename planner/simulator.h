@@ -118,17 +118,23 @@ class Simulator {
     // it as an argument returns, whichever is later.
     // Kept as one array sorted by op (values in increasing order within
     // one), not a vector per op.
+    // A value nobody reads that something holds (a C++ local of a kernel
+    // the plan spells out as ops) dies when that hold ends.
+    auto release_op = [&](size_t v) {
+      return last_use_[v] >= 0 ? std::max(last_use_[v], s.vals[v].held_until)
+                               : s.vals[v].held_until;
+    };
     release_start_.assign(s.ops.size() + 1, 0);
     for (size_t v = 0; v < s.vals.size(); ++v) {
-      if (last_use_[v] >= 0) ++release_start_[std::max(last_use_[v], s.vals[v].held_until) + 1];
+      if (release_op(v) >= 0) ++release_start_[release_op(v) + 1];
     }
     for (size_t i = 0; i < s.ops.size(); ++i) release_start_[i + 1] += release_start_[i];
     release_vals_.resize(release_start_.back());
     {
       std::vector<int> at(release_start_.begin(), release_start_.end() - 1);
       for (size_t v = 0; v < s.vals.size(); ++v) {
-        if (last_use_[v] < 0) continue;
-        release_vals_[at[std::max(last_use_[v], s.vals[v].held_until)]++] = static_cast<int>(v);
+        if (release_op(v) < 0) continue;
+        release_vals_[at[release_op(v)]++] = static_cast<int>(v);
       }
     }
     // A checkpointed segment keeps the tensors entering it.
