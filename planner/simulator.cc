@@ -320,7 +320,7 @@ void Simulator::Forward(bool grad_mode) {
     }
     for (int v : op.out) {
       if (v < 0 || s_.vals[v].phantom || v == s_.logits) continue;
-      if (last_use_[v] < 0 && s_.vals[v].held_until < 0) Unref(ValStorage(v));
+      if (last_use_[v] < 0 && s_.vals[v].held_until <= static_cast<int>(i)) Unref(ValStorage(v));
     }
   }
   cur_op_ = -1;

@@ -118,11 +118,12 @@ class Simulator {
     // it as an argument returns, whichever is later.
     // Kept as one array sorted by op (values in increasing order within
     // one), not a vector per op.
-    // A value nobody reads that something holds (a C++ local of a kernel
-    // the plan spells out as ops) dies when that hold ends.
+    // A value nobody reads that something holds past the op making it (a
+    // C++ local of a kernel the plan spells out as ops) dies when that hold
+    // ends; otherwise when the op making it ends (RunOps).
     auto release_op = [&](size_t v) {
-      return last_use_[v] >= 0 ? std::max(last_use_[v], s.vals[v].held_until)
-                               : s.vals[v].held_until;
+      if (last_use_[v] >= 0) return std::max(last_use_[v], s.vals[v].held_until);
+      return producer_[v] >= 0 && s.vals[v].held_until > producer_[v] ? s.vals[v].held_until : -1;
     };
     release_start_.assign(s.ops.size() + 1, 0);
     for (size_t v = 0; v < s.vals.size(); ++v) {
