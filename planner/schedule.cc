@@ -1745,6 +1745,15 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
   if (amp && !math && s_.vals[cur].dtype == DType::kFloat) {
     cur = CastVal(cur, half, false, "autocast(" + label + "/context)");
   }
+  auto append_cast = [&](const std::string& suffix, int from, int to, bool grad_from) {
+    ExecOp op;
+    op.label = label + "/" + suffix;
+    op.op_type = op_names::kCast;
+    op.in = {from};
+    op.out = {to};
+    op.grad_in = {grad_from};
+    s_.ops.push_back(op);
+  };
   int ctx = out;
   if (math && f != dt) {
     ctx = Synthetic(label + "/context", oshape, f, {}, -1);
@@ -1755,13 +1764,7 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
     // returns (H200: bench/results/copy_probe_h200.txt, and t5_encdec_c's
     // trace at b4: 8 MiB before the context's copy of v and its product).
     const int probs_half = Synthetic(label + "/probs_to_input_dtype", sshape, dt, {}, -1);
-    ExecOp op;
-    op.label = label + "/probs_to_input_dtype";
-    op.op_type = op_names::kCast;
-    op.in = {cur};
-    op.out = {probs_half};
-    op.grad_in = {false};
-    s_.ops.push_back(op);
+    append_cast("probs_to_input_dtype", cur, probs_half, false);
     locals.push_back(probs_half);
   }
   AddCompute(op_names::kMatMul, label + "/context", -1, matmul, {cur, v}, {ctx}, nullptr,
@@ -1771,16 +1774,7 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
     std::vector<SavedRef> mm2_saves = {{mm2.in[0], 0, ""}, {mm2.in[1], 0, ""}};
     mm2.saved = train ? mm2_saves : std::vector<SavedRef>{};
   }
-  if (ctx != out) {
-    // .to(the input dtype) of the output.
-    ExecOp op;
-    op.label = label + "/to_input_dtype";
-    op.op_type = op_names::kCast;
-    op.in = {ctx};
-    op.out = {out};
-    op.grad_in = {grad};
-    s_.ops.push_back(op);
-  }
+  if (ctx != out) append_cast("to_input_dtype", ctx, out, grad);  // the output's .to(dtype)
   s_.vals[out].strides = ContiguousStrides(oshape);
   s_.vals[out].requires_grad = grad;
   const int last = static_cast<int>(s_.ops.size()) - 1;
