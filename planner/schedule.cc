@@ -331,7 +331,7 @@ int64_t SoftmaxGradProductBytes(const Val& y, int64_t axis, int64_t opset) {
   if (axis < 0 || axis >= rank) return 0;
   int64_t elem = 0;
   if (!DTypeBytes(y.dtype, 1, &elem)) return 0;
-  const bool coerced = opset > 0 && opset < 13;
+  const bool coerced = SoftmaxRowsSpanFromAxis(opset);
   int64_t n = y.shape[static_cast<size_t>(axis)];
   for (int64_t d = axis + 1; coerced && d < rank; ++d) {
     n = SatMulNonNeg(n, y.shape[static_cast<size_t>(d)]);

@@ -446,8 +446,10 @@ OpDef Def(ShapeFn fn, SavesFn saves = nullptr, Autocast ac = Autocast::kPassthro
 
 }  // namespace
 
+bool SoftmaxRowsSpanFromAxis(int64_t opset) { return opset > 0 && opset < 13; }
+
 int64_t SoftmaxAxis(const Node& n, int64_t opset) {
-  return n.GetInt("axis", opset > 0 && opset < 13 ? 1 : -1);
+  return n.GetInt("axis", SoftmaxRowsSpanFromAxis(opset) ? 1 : -1);
 }
 
 double DropoutRatio(const Graph& g, const Node& n) {
