@@ -516,11 +516,15 @@ void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies 
   int64_t elem = 0;
   DTypeBytes(x.dtype, 1, &elem);
   // A strided fp32 1-D convolution past the stem (Conv1d, [N, C, L] with C of
-  // 8 or more: wav2vec2's feature encoder) copies all three where cuDNN's
-  // heuristics decide: x, w and y (or a few MiB more) in 19 of its 21 shapes
-  // of cudnn_ws_models_h200.jsonl (batches 4, 16, 64), the input and weight
-  // only in 2; wav2vec2_ln_c's trace at batch 32 has x, w and y in each.
-  const bool conv1d_body = x.shape.size() == 3 && channels >= kHalfConvChannelMultiple;
+  // 8 or more, ungrouped: wav2vec2's feature encoder) copies all three where
+  // cuDNN's heuristics decide: x, w and y (or 6.5-7.5 MiB more) in 14 of its
+  // 18 shapes of cudnn_ws_models_h200.jsonl (batches 4, 16, 64), the input
+  // and weight only in the other 4, whose outputs are 1.6 MiB or less;
+  // wav2vec2_ln_c's trace at batch 32 has x, w and y in each.
+  bool strided = false;
+  for (int64_t st : n.GetInts("strides")) strided = strided || st > 1;
+  const bool conv1d_body =
+      x.shape.size() == 3 && channels >= kHalfConvChannelMultiple && groups == 1 && strided;
   const bool input_only = elem == 4 && fp32 == Fp32ConvCopies::kInputOnly && !conv1d_body;
   if (elem == 4) *fp32_conv = true;
   if (unit) {

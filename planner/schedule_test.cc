@@ -1143,9 +1143,10 @@ TEST(ScheduleConv, HalfPrecisionConv1dWeightGradientTakesTheInputGradientWorkspa
 }
 
 // Where the plan asks for cuDNN's fp32 engines that copy the input and the
-// weight only (Fp32ConvCopies::kInputOnly), a strided Conv1d past the stem
-// still copies x, w and y (19 of 21 such shapes of cudnn_ws_models_h200.jsonl
-// and wav2vec2_ln_c's trace); a 2-D convolution copies x and w.
+// weight only (Fp32ConvCopies::kInputOnly), a strided, ungrouped Conv1d past
+// the stem still copies x, w and y (14 of 18 such shapes of
+// cudnn_ws_models_h200.jsonl, and wav2vec2_ln_c's trace); a 2-D convolution
+// copies x and w.
 TEST(ScheduleConv, Fp32Conv1dCopiesAllThreeUnderEitherEngineKind) {
   GraphBuilder b;
   b.Input("x", {S("N"), D(512), D(99)});
