@@ -126,6 +126,20 @@ Schedule Build(const GraphBuilder& b, Precision p) {
   return s.ok() ? s.value() : Schedule();
 }
 
+// The plan of `b`'s graph at batch kB with its events kept (fused attention).
+Result<Plan> PlanWithEvents(const GraphBuilder& b, Precision p) {
+  PlanOptions o;
+  o.precision = p;
+  o.attention = Attention::kFused;
+  o.keep_events = true;
+  return MakePlan(b.g, kB, o);
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 int Count(const Schedule& s, const std::string& op_type) {
   int n = 0;
   for (const ExecOp& op : s.ops) n += op.op_type == op_type;
@@ -192,11 +206,7 @@ TEST(SdpaSchedule, TheMathKernelsCausalMaskIsMadeFromATrilOfOnes) {
   EXPECT_EQ(mask->fwd_temp_source_bytes, kS * kS);
   EXPECT_EQ(mask->fwd_temp_bytes, kS * kS);
   EXPECT_EQ(mask->fwd_workspace, 0);
-  PlanOptions o;
-  o.precision = Precision::kFp32;
-  o.attention = Attention::kFused;
-  o.keep_events = true;
-  auto plan = MakePlan(b.g, kB, o);
+  auto plan = PlanWithEvents(b, Precision::kFp32);
   ASSERT_TRUE(plan.ok()) << plan.message();
   std::vector<int64_t> signed_bytes;  // the first step's, + alloc, - free
   std::map<int64_t, int64_t> bytes_of;
@@ -205,7 +215,7 @@ TEST(SdpaSchedule, TheMathKernelsCausalMaskIsMadeFromATrilOfOnes) {
     const MemEvent& ev = plan->events[e];
     if (ev.is_alloc) bytes_of[ev.id] = ev.bytes;
     const std::string& node = plan->event_nodes[e];
-    if (node.size() >= 12 && node.substr(node.size() - 12) == "/causal_mask") {
+    if (EndsWith(node, "/causal_mask")) {
       signed_bytes.push_back(ev.is_alloc ? ev.bytes : -bytes_of[ev.id]);
     }
   }
@@ -230,9 +240,6 @@ TEST(SdpaSchedule, TheMathKernelUnderAutocastRunsInPyTorchsOrder) {
   for (size_t i = 0; i < s.ops.size(); ++i) {
     const ExecOp& op = s.ops[i];
     const std::string& l = op.label;
-    auto ends = [&](const std::string& x) {
-      return l.size() >= x.size() && l.compare(l.size() - x.size(), x.size(), x) == 0;
-    };
     if (op.op_type == "Cast" && l.rfind("autocast(", 0) == 0 && !op.out.empty()) {
       const Val& out = s.vals[op.out[0]];
       if (out.shape == std::vector<int64_t>{1, kH, kS, kS} && mask_cast < 0) {
@@ -242,14 +249,14 @@ TEST(SdpaSchedule, TheMathKernelUnderAutocastRunsInPyTorchsOrder) {
         first_q_cast = static_cast<int>(i);
       }
     }
-    if (ends("/probs_to_input_dtype")) {
+    if (EndsWith(l, "/probs_to_input_dtype")) {
       probs_half = static_cast<int>(i);
       EXPECT_EQ(s.vals[op.out[0]].dtype, DType::kBFloat16);
       EXPECT_EQ(s.vals[op.out[0]].bytes, kB * kH * kS * kS * 2);
     }
-    if (ends("/context") && op.op_type == "MatMul") context = static_cast<int>(i);
-    if (ends("/scores") && op.op_type == "MatMul") scores = static_cast<int>(i);
-    if (ends("/scale_k")) scale_k = static_cast<int>(i);
+    if (EndsWith(l, "/context") && op.op_type == "MatMul") context = static_cast<int>(i);
+    if (EndsWith(l, "/scores") && op.op_type == "MatMul") scores = static_cast<int>(i);
+    if (EndsWith(l, "/scale_k")) scale_k = static_cast<int>(i);
   }
   ASSERT_GE(mask_cast, 0);
   ASSERT_GE(first_q_cast, 0);
@@ -265,19 +272,14 @@ TEST(SdpaSchedule, TheMathKernelUnderAutocastRunsInPyTorchsOrder) {
   ASSERT_GE(scale_k, 0);
   EXPECT_EQ(s.vals[s.ops[scale_k].out[0]].held_until, scores);
   // Planned: the probabilities' half copy is freed after the output's cast.
-  PlanOptions o;
-  o.precision = Precision::kAmpBf16;
-  o.attention = Attention::kFused;
-  o.keep_events = true;
-  auto plan = MakePlan(b.g, kB, o);
+  auto plan = PlanWithEvents(b, Precision::kAmpBf16);
   ASSERT_TRUE(plan.ok()) << plan.message();
   int64_t probs_id = -1;
   std::string freed_at;
   for (size_t e = 0; e < plan->events.size(); ++e) {
     const MemEvent& ev = plan->events[e];
     const std::string& node = plan->event_nodes[e];
-    if (ev.is_alloc && probs_id < 0 && node.size() >= 21 &&
-        node.compare(node.size() - 21, 21, "/probs_to_input_dtype") == 0) {
+    if (ev.is_alloc && probs_id < 0 && EndsWith(node, "/probs_to_input_dtype")) {
       probs_id = ev.id;
     } else if (!ev.is_alloc && ev.id == probs_id) {
       freed_at = node;
@@ -285,8 +287,7 @@ TEST(SdpaSchedule, TheMathKernelUnderAutocastRunsInPyTorchsOrder) {
     }
   }
   ASSERT_GE(probs_id, 0);
-  ASSERT_GE(freed_at.size(), 15u);
-  EXPECT_EQ(freed_at.substr(freed_at.size() - 15), "/to_input_dtype");
+  EXPECT_TRUE(EndsWith(freed_at, "/to_input_dtype")) << freed_at;
 }
 
 // bf16 (autocast) with GQA and is_causal: flash, on the un-repeated k and v.
