@@ -1242,6 +1242,14 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
   }
   if (ni >= 0 && def && def->cudnn_conv) {
     ConvWorkspaces(g_.nodes[ni], s_.vals, o_.fp32_conv, &op, &s_.fp32_convs);
+    // cudnn_convolution_backward (aten/src/ATen/native/cudnn/ConvShared.cpp)
+    // runs the data pass, the input's gradient and then its workspace, before
+    // the weight pass, the weight's gradient and then its workspace; the
+    // bias's gradient (a sum of the incoming one) comes after both.
+    if (op.bwd_workspace > 0 && op.in.size() >= 2) {
+      op.grad_in_weight_pass.assign(op.in.size(), false);
+      op.grad_in_weight_pass[1] = true;
+    }
   }
   if (op_type == op_names::kGemm) {
     GemmBiasSumStaging(s_.vals, &op);
