@@ -680,6 +680,17 @@ class ReplaySearch {
       auto exact = Exact(answer, at);
       if (!exact.ok()) return exact.status();
       if (at.Fits(usable_) && exact.value()) {
+        // The model judged the batches past the answer along a line; below
+        // kDipScanBelow the reserved peak's dips of a batch or a few are
+        // PyTorch's too (lstm_lm_g amp_bf16: 772, 832, 796, 916, 828 MiB
+        // planned at 8 to 12, 828 measured at 12), so the batches past it
+        // are planned, as the planned search's dip scan does.
+        if (answer < kDipScanBelow) {
+          auto past = ScanPastDips(s_.Fits(p_, ckpt_, usable_), s_.Beyond(p_, ckpt_, usable_),
+                                   answer, cap_, kDipScanMisses);
+          if (!past.ok()) return past.status();
+          answer = past->batch;
+        }
         out.batch = answer;
         return out;
       }

@@ -167,5 +167,14 @@ has "bash completes advise --batch-dim" "$T/out" "--batch-dim"
 expect 0 "advise past a reserved dip" "$BIN" advise "$MODELS/gru_lm_train.onnx" --budget 594MiB \
   --reserve 0 --margin 0 --precision fp32 --checkpoint none --format json
 json "advise past a reserved dip: batch 12" 'd["recommendation"]["batch"] == 12'
+# Past the answer the replay search accepts, the batches a dip scan reaches are planned: gru_lm's
+# measured reserved peak (bench/results/advise_fit/top_h200.jsonl) is 776 MiB at batch 19 in
+# amp_bf16, 740-776 from 18 to 21 and 772 at 24; 778 MiB at 22 in fp32, which plans 838 at 21.
+expect 0 "advise past dips the replay model steps over" "$BIN" advise "$MODELS/gru_lm_train.onnx" \
+  --budget 776MiB --reserve 0 --margin 0 --precision amp_bf16 --checkpoint none --format json
+json "advise past dips the replay model steps over: batch 24" 'd["recommendation"]["batch"] == 24'
+expect 0 "advise past a planned dip in fp32" "$BIN" advise "$MODELS/gru_lm_train.onnx" \
+  --budget 838MiB --reserve 0 --margin 0 --precision fp32 --checkpoint none --format json
+json "advise past a planned dip in fp32: batch 22" 'd["recommendation"]["batch"] == 22'
 
 finish
