@@ -744,6 +744,43 @@ MODELS.update({
 CHECK6_MODELS = [n for n in MODELS if n.endswith("_f")]
 
 
+# A seventh held-out round (`_g`, check only, never evidence), built on the
+# main of 2026-12-06 after every rule of the earlier rounds: a 3-layer LSTM
+# and a 2-layer GRU language model, a 4-level U-Net on 40x40 latents,
+# DeepLabV3 (MobileNetV3) at 288x576 with 19 classes, a T5 with a 512-token
+# encoder and a 128-token decoder, a LLaMA with 12 query and 3 key-value heads
+# at sequence 1536, a 150k-vocabulary Qwen with 9 query and 3 key-value heads
+# at sequence 1536, and wav2vec2 with the group-norm (1.5 s of audio) and the
+# layer-norm feature encoder (384 channels, 1.75 s).
+MODELS.update({
+    "lstm_lm_g": (P(LstmLM, vocab=9000, emb=448, hidden=640, layers=3), tokens(9000, 224),
+                  ["tokens"], [0], "tokens", [12, 40], [16]),
+    "gru_lm_g": (P(GruLM, vocab=7000, emb=320, hidden=768, layers=2), tokens(7000, 160),
+                 ["tokens"], [0], "tokens", [8, 48], [16]),
+    "unet_ldm_g": (P(UNet, cin=4, ch=(96, 160, 256, 320)),
+                   lambda b, d: (torch.randn(b, 4, 40, 40, device=d),), ["latent"], [0], "mse",
+                   [4, 16], [8]),
+    "deeplab_mnv3_g": (P(deeplab, classes=19),
+                       lambda b, d: (torch.randn(b, 3, 288, 576, device=d),), ["image"], [0],
+                       "pixels", [4, 16], [8]),
+    "t5_encdec_g": (P(t5, vocab=14000, d_model=448, d_ff=1792, layers=3, heads=7),
+                    lambda b, d: (torch.randint(0, 14000, (b, 512), device=d),
+                                  torch.randint(0, 14000, (b, 128), device=d)),
+                    ["input_ids", "decoder_input_ids"], [0, 0], "tokens", [4, 16], [8]),
+    "llama_gqa_g": (P(llama, vocab=20000, hidden=768, ffn=2048, layers=3, heads=12, kv_heads=3),
+                    tokens(20000, 1536), ["input_ids"], [0], "tokens", [1, 4], [2]),
+    "qwen_bigvocab_g": (P(qwen, hidden=576, ffn=1536, layers=2, heads=9, kv_heads=3),
+                        tokens(151936, 1536), ["input_ids"], [0], "tokens", [1, 3], [2]),
+    "wav2vec2_cls_g": (P(wav2vec2, hidden=384, layers=4, heads=6, ffn=1536),
+                       lambda b, d: (torch.randn(b, 24000, device=d),), ["input_values"], [0],
+                       "cls", [6, 20], [8]),
+    "wav2vec2_ln_g": (P(wav2vec2_ln, hidden=256, layers=3, heads=4, ffn=1024, conv_dim=(384,) * 7),
+                      lambda b, d: (torch.randn(b, 28000, device=d),), ["input_values"], [0],
+                      "cls", [6, 24], [8]),
+})
+CHECK7_MODELS = [n for n in MODELS if n.endswith("_g")]
+
+
 def loss_of(out, kind):
     if kind == "cls":
         return F.cross_entropy(out, torch.randint(0, out.shape[1], out.shape[:1], device=out.device))
@@ -899,13 +936,14 @@ def measure(name, mode, batch, prec, trace=None):
 if __name__ == "__main__":
     verb = sys.argv[1]
     if verb in ("list", "list-check", "list-new", "list-new2", "list-check3", "list-check4",
-                "list-check5", "list-check6"):
+                "list-check5", "list-check6", "list-check7"):
         for n, spec in MODELS.items():
             group = ("list-check" if n in CHECK_MODELS else "list-new2" if n in NEW2_MODELS else
                      "list-new" if n in NEW_MODELS else "list-check3" if n in CHECK3_MODELS else
                      "list-check4" if n in CHECK4_MODELS else
                      "list-check5" if n in CHECK5_MODELS else
-                     "list-check6" if n in CHECK6_MODELS else "list")
+                     "list-check6" if n in CHECK6_MODELS else
+                     "list-check7" if n in CHECK7_MODELS else "list")
             if group != verb:
                 continue
             print(n, " ".join(map(str, spec[5])), "|", " ".join(map(str, spec[6])))
