@@ -213,11 +213,10 @@ struct OpDef {
   bool same_shape_grad_passes = false;
   /// Backward multiplies the incoming gradient by the output into a
   /// temporary of the gradient's size, after the input's gradient, freed at
-  /// the end of the call (softmax_backward_cuda_out's `grad * output`),
-  /// except on the persistent warp kernel (a last axis of at most 1024
-  /// elements and 4096 bytes), which reads both as they are. Measured: math
-  /// attention's softmax over 2048 keys takes it, over 1024 does not
-  /// (families_check5 llama_gqa_e and families llama_gqa fp32 traces).
+  /// the end of the call (softmax_backward_cuda_out's `grad * output`, made
+  /// whatever the rows). Measured: math attention's softmax over 512, 1024
+  /// and 2048 keys (families_check7 t5_encdec_g, families llama_gqa and
+  /// families_check5 llama_gqa_e traces).
   bool softmax_grad_product = false;
   /// native_group_norm's temporaries (schedule.cc GroupNormWorkspaces).
   bool group_norm_workspaces = false;

@@ -314,34 +314,6 @@ int64_t BiasGradStagingBytes(int64_t rows, int64_t cols, DType dt) {
   return ColumnSumStagingBytes(rows, cols, elem, dt == DType::kDouble ? 8 : 4);
 }
 
-// Softmax's persistent warp kernel takes a last axis of at most this many
-// elements and bytes (aten/src/ATen/native/cuda/SoftMax.cu,
-// host_softmax_backward).
-constexpr int64_t kPersistentSoftmaxElements = 1024;
-constexpr int64_t kPersistentSoftmaxBytes = 4096;
-
-// OpDef::softmax_grad_product: the temporary a softmax with output `y` over
-// `axis` (SoftmaxAxis; negative: from the end) takes in backward, 0 on the
-// persistent kernel. Before opset 13 the input is coerced to 2-D at `axis`:
-// the rows are the dims from there on.
-int64_t SoftmaxGradProductBytes(const Val& y, int64_t axis, int64_t opset) {
-  const auto rank = static_cast<int64_t>(y.shape.size());
-  if (rank == 0) return 0;
-  if (axis < 0) axis += rank;
-  if (axis < 0 || axis >= rank) return 0;
-  int64_t elem = 0;
-  if (!DTypeBytes(y.dtype, 1, &elem)) return 0;
-  const bool coerced = SoftmaxRowsSpanFromAxis(opset);
-  int64_t n = y.shape[static_cast<size_t>(axis)];
-  for (int64_t d = axis + 1; coerced && d < rank; ++d) {
-    n = SatMulNonNeg(n, y.shape[static_cast<size_t>(d)]);
-  }
-  const bool last = coerced || axis == rank - 1;
-  const bool persistent =
-      last && n <= kPersistentSoftmaxElements && SatMulNonNeg(n, elem) <= kPersistentSoftmaxBytes;
-  return persistent ? 0 : y.bytes;
-}
-
 // Whether the addmm of product `op` (its bias 1-D) goes through cuBLASLt:
 // every dim of both matrices above 1 (Blas.cpp, isInputCompliesAddmmCudaLt;
 // the rows are the product of the input's leading dims, as addmm sees them).
@@ -1207,9 +1179,12 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
   if (def && def->alias != Alias::kView) op.grad_kind = def->grad;
   if (def && def->softmax_grad_product && !op.grad_in.empty() && op.grad_in[0] && !op.out.empty() &&
       op.out[0] >= 0) {
-    const Val& y = s_.vals[op.out[0]];
-    const int64_t axis = ni >= 0 ? SoftmaxAxis(g_.nodes[ni], g_.Opset()) : -1;
-    op.bwd_workspace = SatAdd(op.bwd_workspace, SoftmaxGradProductBytes(y, axis, g_.Opset()));
+    // softmax_backward_cuda_out (aten/src/ATen/native/cuda/SoftMax.cu)
+    // makes `grad * output` before any kernel, whatever the rows: H200
+    // traces of the math kernel's softmax over 512 keys (t5_encdec_g b16),
+    // 1024 (llama_gqa b4) and 2048 (llama_gqa_e b1) hold the incoming
+    // gradient, the input's and this temporary at once.
+    op.bwd_workspace = SatAdd(op.bwd_workspace, s_.vals[op.out[0]].bytes);
   }
   // OpDef::same_shape_grad_passes: no broadcast, no cast, the gradient is
   // handed on as it comes.
