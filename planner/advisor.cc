@@ -375,7 +375,17 @@ class Searcher {
       : planner_(g, ProbeOptions(r), CandidatePlanner::kKeptTensors,
                  r.search == BatchSearchKind::kReplay ? kReplaySearchKeptScheduleItems
                                                       : CandidatePlanner::kKeptScheduleItems),
-        r_(r) {}
+        r_(r) {
+    for (const Node& node : g.nodes) {
+      const OpDef* def = FindOp(node.domain, node.op_type);
+      recurrent_ = recurrent_ || (def != nullptr && def->cudnn_rnn);
+    }
+  }
+
+  /// The graph has a cuDNN recurrent op, whose workspace and reserve space
+  /// follow the algorithm cuDNN picks for the batch (planner/rnn.h): steps
+  /// a model fitted at two batches cannot follow.
+  bool recurrent() const { return recurrent_; }
 
   /// What every probe plans: the request's options, trained, with its context.
   static PlanOptions ProbeOptions(const AdviseRequest& r) {
@@ -528,6 +538,7 @@ class Searcher {
   std::map<std::string, std::unique_ptr<Probe>> cache_;
   std::vector<std::unique_ptr<Probe>> replaced_;
   int plans_ = 0;
+  bool recurrent_ = false;
 };
 
 // What the replay search read off one batch under its model: the live
@@ -680,12 +691,13 @@ class ReplaySearch {
       auto exact = Exact(answer, at);
       if (!exact.ok()) return exact.status();
       if (at.Fits(usable_) && exact.value()) {
-        // The model judged the batches past the answer along a line; below
-        // kDipScanBelow the reserved peak's dips of a batch or a few are
+        // The model judged the batches past the answer along a line, where a
+        // recurrent net's workspaces step with cuDNN's algorithm; below
+        // kDipScanBelow its reserved peak's dips of a batch or a few are
         // PyTorch's too (lstm_lm_g amp_bf16: 772, 832, 796, 916, 828 MiB
         // planned at 8 to 12, 828 measured at 12), so the batches past it
         // are planned, as the planned search's dip scan does.
-        if (answer < kDipScanBelow) {
+        if (answer < kDipScanBelow && s_.recurrent()) {
           auto past = ScanPastDips(s_.Fits(p_, ckpt_, usable_), s_.Beyond(p_, ckpt_, usable_),
                                    answer, cap_, kDipScanMisses);
           if (!past.ok()) return past.status();
