@@ -446,10 +446,10 @@ OpDef Def(ShapeFn fn, SavesFn saves = nullptr, Autocast ac = Autocast::kPassthro
 
 }  // namespace
 
-bool SoftmaxRowsSpanFromAxis(int64_t opset) { return opset > 0 && opset < 13; }
-
 int64_t SoftmaxAxis(const Node& n, int64_t opset) {
-  return n.GetInt("axis", SoftmaxRowsSpanFromAxis(opset) ? 1 : -1);
+  // Before opset 13 Softmax coerces its input to 2-D at the axis (default 1).
+  const bool coerced = opset > 0 && opset < 13;
+  return n.GetInt("axis", coerced ? 1 : -1);
 }
 
 double DropoutRatio(const Graph& g, const Node& n) {

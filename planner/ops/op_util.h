@@ -77,9 +77,6 @@ bool InputConstantFloat(const ShapeContext& ctx, int i, double* out);
 /// A Softmax node's axis: its attribute, else ONNX's default (1 before
 /// opset 13, -1 from 13). `opset` 0 (unknown) takes the current default.
 [[nodiscard]] int64_t SoftmaxAxis(const Node& n, int64_t opset);
-/// Before opset 13 Softmax coerces its input to 2-D at the axis: a row is
-/// every dim from the axis on.
-[[nodiscard]] bool SoftmaxRowsSpanFromAxis(int64_t opset);
 
 /// Appends {kInput, i} to *out.
 void SaveInput(int i, std::vector<Saved>* out);
