@@ -1179,11 +1179,7 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
   if (def && def->alias != Alias::kView) op.grad_kind = def->grad;
   if (def && def->softmax_grad_product && !op.grad_in.empty() && op.grad_in[0] && !op.out.empty() &&
       op.out[0] >= 0) {
-    // softmax_backward_cuda_out (aten/src/ATen/native/cuda/SoftMax.cu)
-    // makes `grad * output` before any kernel, whatever the rows: H200
-    // traces of the math kernel's softmax over 512 keys (t5_encdec_g b16),
-    // 1024 (llama_gqa b4) and 2048 (llama_gqa_e b1) hold the incoming
-    // gradient, the input's and this temporary at once.
+    // OpDef::softmax_grad_product: `grad * output`, whatever the rows.
     op.bwd_workspace = SatAdd(op.bwd_workspace, s_.vals[op.out[0]].bytes);
   }
   // OpDef::same_shape_grad_passes: no broadcast, no cast, the gradient is
@@ -1219,8 +1215,9 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     ConvWorkspaces(g_.nodes[ni], s_.vals, o_.fp32_conv, &op, &s_.fp32_convs);
     // cudnn_convolution_backward (aten/src/ATen/native/cudnn/ConvShared.cpp)
     // runs the data pass, the input's gradient and then its workspace, before
-    // the weight pass, the weight's gradient and then its workspace; the
-    // bias's gradient (a sum of the incoming one) comes after both.
+    // the weight pass, the weight's gradient and then its workspace. The
+    // bias's gradient, which PyTorch sums after both, is planned with the
+    // input's: a few KiB, in the small pool, beside the large blocks.
     if (op.bwd_workspace > 0 && op.in.size() >= 2) {
       op.grad_in_weight_pass.assign(op.in.size(), false);
       op.grad_in_weight_pass[1] = true;
