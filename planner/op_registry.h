@@ -233,15 +233,11 @@ struct OpDef {
   /// A TensorIterator kernel: its output takes the memory layout of its
   /// inputs (a channels-last or transposed input stays so).
   bool tensor_iterator = false;
-  /// The schedule gives its outputs input 0's layout: CUDA native_dropout
-  /// allocates them with empty_like (aten/src/ATen/native/cuda/Dropout.cu).
-  /// Other TensorIterator ops keep their inputs' layout too, but are planned
-  /// contiguous: an op that needs contiguous input copies it inside ATen
-  /// (layer_norm's expect_contiguous) and saves the original, where the
-  /// schedule's copy is a tensor of its own that the op keeps, so their
-  /// copies would be over-counted (torchvision ViT's residual adds follow the
-  /// transposed attention output: +0.6 points of reserved error at batch 32
-  /// and 64 in amp_bf16).
+  /// The schedule gives its outputs input 0's layout, channels-last
+  /// included: CUDA native_dropout allocates them with empty_like
+  /// (aten/src/ATen/native/cuda/Dropout.cu). Other TensorIterator ops take
+  /// their operands' layout by TensorIterator's rule (the schedule's
+  /// PermutedElementwiseLayout).
   bool output_like_input0 = false;
   /// Never runs on the GPU (constants).
   bool host_only = false;

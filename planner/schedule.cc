@@ -627,9 +627,11 @@ class Builder {
   bool MatMulNeedsCopy(int v, int rank_other) const;
   /// Output 0 is channels-last, by the op's OpDef::channels_last rule.
   bool ChannelsLastOutput(const OpDef* def, const std::vector<int>& in) const;
-  bool SharedPermutedLayout(const OpDef* def, const std::vector<int>& in,
-                            const std::vector<int64_t>& out_shape,
-                            std::vector<int64_t>* strides) const;
+  /// The strides of a TensorIterator op's output where its operands make it
+  /// a permuted layout other than channels-last.
+  bool PermutedElementwiseLayout(const OpDef* def, const std::vector<int>& in,
+                                 const std::vector<int64_t>& out_shape,
+                                 std::vector<int64_t>* strides) const;
 
   const Graph& g_;
   const PlanOptions& o_;
@@ -897,32 +899,39 @@ bool Builder::ChannelsLastOutput(const OpDef* def, const std::vector<int>& in) c
 }
 
 // A TensorIterator op writes its output in its operands' layout
-// (ElementwiseOutputStrides). Planned so where every operand of the output's
-// full shape has one permuted layout that is not channels-last (a transposed
-// view), the others broadcast (a scalar, a bias): the steps of a GELU that
-// the TorchScript exporter decomposes into Div, Erf, Add and Mul, run on
+// (ElementwiseOutputStrides): dims are ordered by the first full-size operand
+// that tells them apart, broadcast operands (a scalar, a bias) vote on
+// nothing. Planned so where that order is a permutation other than
+// channels-last (a transposed view): the steps of a GELU that the
+// TorchScript exporter decomposes into Div, Erf, Add and Mul, run on
 // wav2vec2's `hidden_states.transpose(-2, -1)` after its feature encoder's
 // LayerNorm, keep that layout, and the convolution after them copies its
 // input (H200 trace of wav2vec2_ln_c b32 fp32, events 117 and 2312-2314).
-// Where full-size operands disagree (a residual add of a contiguous tensor
-// and a transposed one) the output stays planned contiguous, as before.
-bool Builder::SharedPermutedLayout(const OpDef* def, const std::vector<int>& in,
-                                   const std::vector<int64_t>& out_shape,
-                                   std::vector<int64_t>* strides) const {
+// A residual add whose first operand is transposed stays transposed whatever
+// the second: MLP-Mixer's `x + channel_mlp(ln2(x))` keeps the patch
+// embedding's transposed layout in every block, and each LayerNorm copies it
+// inside the call (H200 trace of mixer_n b160 amp_bf16: three 61.2 MiB
+// blocks per LayerNorm, the float32 cast, the copy and the output).
+// Channels-last operands keep the channels-last rule (ChannelsLastOutput).
+bool Builder::PermutedElementwiseLayout(const OpDef* def, const std::vector<int>& in,
+                                        const std::vector<int64_t>& out_shape,
+                                        std::vector<int64_t>* strides) const {
   if (def == nullptr || !def->tensor_iterator) return false;
-  const std::vector<int64_t>* shared = nullptr;
+  std::vector<StridedOperand> full;
   for (int v : in) {
     if (v < 0) continue;
     const Val& x = s_.vals[v];
     if (x.shape != out_shape) continue;  // broadcast (or a scalar)
     if (x.strides.size() != x.shape.size()) return false;
-    if (shared != nullptr && *shared != x.strides) return false;
-    shared = &x.strides;
+    full.push_back({x.shape, x.strides});
   }
-  if (shared == nullptr || IsContiguous(out_shape, *shared) || IsChannelsLast(out_shape, *shared)) {
-    return false;
+  if (full.empty()) return false;
+  std::vector<int64_t> out = ElementwiseOutputStrides(out_shape, full);
+  if (IsContiguous(out_shape, out) || IsChannelsLast(out_shape, out)) return false;
+  for (const StridedOperand& x : full) {
+    if (IsChannelsLast(out_shape, x.strides)) return false;
   }
-  *strides = ElementwiseOutputStrides(out_shape, {{out_shape, *shared}});
+  *strides = std::move(out);
   return true;
 }
 
@@ -1126,7 +1135,8 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
       v.strides =
           ElementwiseOutputStrides(v.shape, {{s_.vals[in[0]].shape, s_.vals[in[0]].strides}});
     }
-    if (std::vector<int64_t> shared; k == 0 && SharedPermutedLayout(def, in, v.shape, &shared)) {
+    if (std::vector<int64_t> shared;
+        k == 0 && PermutedElementwiseLayout(def, in, v.shape, &shared)) {
       v.strides = std::move(shared);
     }
     v.bytes = BytesOf(v.shape, v.dtype);

@@ -571,11 +571,10 @@ TEST(Schedule, AtrousFp32WeightGradientTakesPartialsPer128Positions) {
   }
 }
 
-// TensorIterator ops keep the layout their full-size operands share
-// (broadcast operands vote on nothing): a GELU decomposed into Div, Erf, Add
-// and Mul over a transposed view stays transposed, so the 1-D convolution
-// after it copies its input inside the call. A residual add of a contiguous
-// tensor and a transposed one stays planned contiguous.
+// TensorIterator ops keep the layout of their full-size operands (broadcast
+// operands vote on nothing): a GELU decomposed into Div, Erf, Add and Mul
+// over a transposed view stays transposed, so the 1-D convolution after it
+// copies its input inside the call.
 TEST(Schedule, ElementwiseOpsKeepASharedTransposedLayout) {
   GraphBuilder b;
   b.Input("x", {S("N"), D(6), D(8)});
@@ -610,17 +609,31 @@ TEST(Schedule, ElementwiseOpsKeepASharedTransposedLayout) {
 }
 
 // A contiguous tensor and a transposed one of the same shape: TensorIterator
-// would follow the first; the plan keeps the output contiguous.
-TEST(Schedule, ElementwiseOpsOfMixedLayoutsStayContiguous) {
+// orders the dims by the first operand, so a residual add of a transposed
+// stream and a contiguous branch (MLP-Mixer's channel MLP) stays transposed,
+// and the LayerNorm after it copies its input inside the call.
+TEST(Schedule, ElementwiseOpsOfMixedLayoutsFollowTheFirstOperand) {
   GraphBuilder b;
-  b.Input("x", {S("N"), D(6), D(6)});
+  b.Input("x", {S("N"), D(6), D(8)});
+  b.Input("y", {S("N"), D(8), D(6)});
+  b.Init("gamma", {6});
   b.Op("Relu", {"x"}, {"r"}, "relu");
-  b.Op("Transpose", {"r"}, {"rt"}, "rt").attrs["perm"] = IntsAttr({0, 2, 1});
-  b.Op("Add", {"r", "rt"}, {"sum"}, "add");
-  b.Output("sum");
+  b.Op("Transpose", {"r"}, {"rt"}, "rt").attrs["perm"] = IntsAttr({0, 2, 1});  // [N, 8, 6]
+  b.Op("Relu", {"y"}, {"branch"}, "branch");                                   // contiguous
+  b.Op("Add", {"rt", "branch"}, {"transposed_first"}, "add_t");
+  b.Op("Add", {"branch", "rt"}, {"contiguous_first"}, "add_c");
+  b.Op("LayerNormalization", {"transposed_first", "gamma"}, {"ln"}, "ln").attrs["axis"] =
+      testing_util::IntAttr(-1);
+  b.Output("ln");
+  b.Output("contiguous_first");
   auto s = Build(&b, 2, Precision::kFp32);
   ASSERT_TRUE(s.ok()) << s.message();
-  EXPECT_EQ(s->vals[b.g.Find("sum")].strides, (Shape{36, 6, 1}));
+  EXPECT_EQ(s->vals[b.g.Find("transposed_first")].strides, (Shape{48, 1, 8}));
+  EXPECT_EQ(s->vals[b.g.Find("contiguous_first")].strides, (Shape{48, 6, 1}));
+  const ExecOp* ln = OpOfNode(s.value(), b.g, "ln");
+  ASSERT_TRUE(ln);
+  EXPECT_EQ(ln->fwd_temp_bytes, 2 * 8 * 6 * 4);
+  EXPECT_TRUE(OpsOfType(s.value(), "Contiguous").empty());
 }
 
 // A permuted [N, H, W, C] tensor viewed as [N, C, H, W] is channels-last:
