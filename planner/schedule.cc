@@ -375,14 +375,19 @@ bool Conv3dStemRunsWithoutCopies(const Val& x, const Val& w) {
 //   weight copied with channels padded to 4 and the output (x * 4/3 + w * 4/3
 //   + y to 16 bytes for 16x16 patches of 192 filters and more): 202 of the
 //   300 within 1 MiB or 10 % (the general rule: 29).
-// - fp32 weight gradient: the same copies at every batch, no split-K excess:
-//   215 of 300 (the general rule: 90).
+// - fp32 weight gradient: the same copies at every batch, and from batch 96
+//   for 14x14 to 16x16 patches of 384 or 512 filters float32 partial weight
+//   gradients summed after it (split-K): 120 of the channel-padded weight for
+//   384 filters, 7 for 512 (a 180 MiB block for ViT-S/16's stem, clip_n's
+//   fp32 trace at batch 192); 224 of 300 (without the partials 215, the
+//   general rule 90). The two misses at batch 96 are over.
 // - 16-bit forward: the padded copies of the general rule where the
 //   convolution has 512 filters or more or patches of 32 pixels or more,
 //   nothing otherwise: 271 of 300 (the general rule: 130). The 16-bit weight
 //   gradient keeps the general rule (145 of 300; no simple rule does better).
-// clip_n's and vit_b_16's stems in their traces agree (fp32: none at batch
-// 32, the copies at 64 and 192).
+// clip_n's and vit_b_16's stems in their traces agree (fp32: no forward
+// copies at batch 32, the copies at 64 and 192; clip_n's 384 filters take
+// the partials in the weight gradient at 192: one 383.6 MiB block).
 bool IsPatchEmbedding(const Node& n, const Val& x, const Val& w) {
   if (x.shape.size() != 4 || w.shape.size() != 4 || x.shape[1] >= kHalfConvChannelMultiple) {
     return false;
@@ -405,16 +410,28 @@ constexpr int64_t kFp32PatchCopyMinBatch = 64;
 constexpr int64_t kFp32ConvChannelMultiple = 4;
 constexpr int64_t kHalfPatchCopyMinFilters = 512;
 constexpr int64_t kHalfPatchCopyMinPatch = 32;
+constexpr int64_t kFp32PatchSplitKMinBatch = 96;
+
+// The fp32 patch embedding's split-K partial weight gradients (see above).
+int64_t Fp32PatchSplitKBytes(const Val& x, const Val& w, int64_t padded_w_bytes) {
+  const int64_t patch = std::max(w.shape[2], w.shape[3]);
+  if (x.shape[0] < kFp32PatchSplitKMinBatch || patch < 14 || patch > 16) return 0;
+  if (w.shape[0] == 384) return SatMulNonNeg(120, padded_w_bytes);
+  if (w.shape[0] == 512) return SatMulNonNeg(7, padded_w_bytes);
+  return 0;
+}
 
 void PatchEmbeddingWorkspaces(const Val& x, const Val& w, const Val& y, int64_t elem, ExecOp* op) {
   const int64_t x_bytes = BytesOf(x.shape, x.dtype);
   const int64_t multiple = elem == 4 ? kFp32ConvChannelMultiple : kHalfConvChannelMultiple;
-  const int64_t copies = SatAdd(SatAdd(ChannelPaddedBytes(x_bytes, x.shape[1], multiple),
-                                       ChannelPaddedBytes(w.bytes, w.shape[1], multiple)),
-                                y.bytes);
+  const int64_t padded_w = ChannelPaddedBytes(w.bytes, w.shape[1], multiple);
+  const int64_t copies =
+      SatAdd(SatAdd(ChannelPaddedBytes(x_bytes, x.shape[1], multiple), padded_w), y.bytes);
   if (elem == 4) {
     op->fwd_workspace = x.shape[0] >= kFp32PatchCopyMinBatch ? copies : 0;
-    if (w.requires_grad) op->bwd_weight_workspace = copies;
+    if (w.requires_grad) {
+      op->bwd_weight_workspace = SatAdd(copies, Fp32PatchSplitKBytes(x, w, padded_w));
+    }
   } else {
     const bool copying = w.shape[0] >= kHalfPatchCopyMinFilters ||
                          std::max(w.shape[2], w.shape[3]) >= kHalfPatchCopyMinPatch;

@@ -1271,7 +1271,8 @@ TEST(ScheduleConv, HalfPrecision3dStemWithADeepKernelCopiesNothingInForward) {
 // A patch embedding (kernel = stride, unpadded, over an RGB image) has its
 // own measured engines (bench/results/cudnn_patch_ws_h200.jsonl): in fp32 no
 // forward copies below batch 64, from there x and w padded to 4 channels and
-// y, the weight gradient the same copies at every batch; in 16 bits the
+// y, the weight gradient the same copies at every batch (and split-K partials
+// from batch 96 for 384 or 512 filters); in 16 bits the
 // padded copies only from 512 filters (or 32-pixel patches). An overlapping
 // stem (stride below the kernel) keeps the general rule.
 TEST(ScheduleConv, PatchEmbeddingCopiesFollowTheMeasuredEngines) {
@@ -1298,6 +1299,23 @@ TEST(ScheduleConv, PatchEmbeddingCopiesFollowTheMeasuredEngines) {
     EXPECT_EQ(narrow->fwd_workspace, n >= 64 ? copies : 0) << n;
     EXPECT_EQ(narrow->bwd_weight_workspace, copies) << n;
     EXPECT_GT(OpOfNode(s.value(), b.g, "conv_o")->fwd_workspace, 0) << "overlapping, " << n;
+  }
+  // From batch 96 the fp32 weight gradient of 14- to 16-pixel patches of 384
+  // or 512 filters adds split-K partials: 120 and 7 channel-padded weights.
+  for (int64_t n : {96, 192}) {
+    GraphBuilder b = graph();
+    auto s = Build(&b, n, Precision::kFp32);
+    ASSERT_TRUE(s.ok()) << s.message();
+    const int64_t x = n * 4 * 224 * 224 * 4;
+    for (int64_t filters : {384, 512}) {
+      const int64_t padded_w = filters * 4 * 16 * 16 * 4;
+      const int64_t copies = x + padded_w + n * filters * 14 * 14 * 4;
+      const int64_t partials = (filters == 384 ? 120 : 7) * padded_w;
+      EXPECT_EQ(
+          OpOfNode(s.value(), b.g, filters == 384 ? "conv_n" : "conv_w")->bwd_weight_workspace,
+          copies + partials)
+          << n << " " << filters;
+    }
   }
   GraphBuilder h = graph();
   auto sh = Build(&h, 32, Precision::kBf16);
