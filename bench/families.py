@@ -13,7 +13,8 @@ video CNN (torchvision r3d_18), a CLIP-style dual encoder and an MLP-Mixer.
   python3 bench/families.py list-check    (the same families at other sizes: check only)
   python3 bench/families.py list-new      (four new families, `_n`: check only)
   python3 bench/families.py list-new2     (five more new families, `_n`: check only)
-  python3 bench/families.py list-check3   (a third held-out round, `_c`: check only)
+  python3 bench/families.py list-check3   (a third held-out round, `_c`: check only;
+                                           list-check4 .. list-check8 the later rounds)
   python3 bench/families.py export NAME OUTDIR
       train-mode export (dynamo, optimize=False; the TorchScript exporter when
       dynamo fails), batch dim symbolic, weights dropped (shape-only ONNX).
@@ -781,6 +782,42 @@ MODELS.update({
 CHECK7_MODELS = [n for n in MODELS if n.endswith("_g")]
 
 
+# An eighth held-out round (`_h`, check only, never evidence), built on the
+# main of 2026-12-06 (third session) after the TensorIterator layout and
+# patch split-K rules: an MLP-Mixer on 192x192 images with 384 channels, a
+# ViT-S/16-style classifier at 224x224, a 2-layer LSTM language model at
+# sequence 128, a 3-level U-Net with 128/256/384 channels on 32x32 latents,
+# DeepLabV3 (ResNet-50) at 256x320, a T5 with a 384-token encoder and a
+# 256-token decoder, a LLaMA with 10 query and 2 key-value heads at sequence
+# 1024, ConvNeXt with 64-512 channels at 160x160 and a ResNeXt with 32 groups
+# at 176x176.
+MODELS.update({
+    "mixer_h": (P(Mixer, image=192, patch=16, d=384, depth=6, token_mlp=192, channel_mlp=1536,
+                  classes=100), image(192), ["image"], [0], "cls", [24, 128], [64]),
+    "vit_s_h": (P(ImageTower, image=224, patch=16, d=384, layers=4, heads=6, embed=100),
+                image(224), ["image"], [0], "cls", [32, 128], [64]),
+    "lstm_lm_h": (P(LstmLM, vocab=16000, emb=384, hidden=768, layers=2), tokens(16000, 128),
+                  ["tokens"], [0], "tokens", [16, 64], [16]),
+    "unet_ldm_h": (P(UNet, cin=4, ch=(128, 256, 384)),
+                   lambda b, d: (torch.randn(b, 4, 32, 32, device=d),), ["latent"], [0], "mse",
+                   [4, 16], [8]),
+    "deeplab_r50_h": (P(deeplab, arch="deeplabv3_resnet50", classes=8),
+                      lambda b, d: (torch.randn(b, 3, 256, 320, device=d),), ["image"], [0],
+                      "pixels", [2, 8], [4]),
+    "t5_encdec_h": (P(t5, vocab=12000, d_model=384, d_ff=1536, layers=2, heads=6),
+                    lambda b, d: (torch.randint(0, 12000, (b, 384), device=d),
+                                  torch.randint(0, 12000, (b, 256), device=d)),
+                    ["input_ids", "decoder_input_ids"], [0, 0], "tokens", [4, 16], [8]),
+    "llama_gqa_h": (P(llama, vocab=24000, hidden=640, ffn=1728, layers=2, heads=10, kv_heads=2),
+                    tokens(24000, 1024), ["input_ids"], [0], "tokens", [2, 6], [2]),
+    "convnext_h": (P(convnext, dims=(64, 128, 256, 512), depths=(2, 2, 2, 2)), image(160),
+                   ["image"], [0], "cls", [32, 96], [64]),
+    "resnext_h": (P(resnext, layers=(2, 2, 2, 2), groups=32, width=4), image(176), ["image"],
+                  [0], "cls", [24, 96], [64]),
+})
+CHECK8_MODELS = [n for n in MODELS if n.endswith("_h")]
+
+
 def loss_of(out, kind):
     if kind == "cls":
         return F.cross_entropy(out, torch.randint(0, out.shape[1], out.shape[:1], device=out.device))
@@ -936,14 +973,15 @@ def measure(name, mode, batch, prec, trace=None):
 if __name__ == "__main__":
     verb = sys.argv[1]
     if verb in ("list", "list-check", "list-new", "list-new2", "list-check3", "list-check4",
-                "list-check5", "list-check6", "list-check7"):
+                "list-check5", "list-check6", "list-check7", "list-check8"):
         for n, spec in MODELS.items():
             group = ("list-check" if n in CHECK_MODELS else "list-new2" if n in NEW2_MODELS else
                      "list-new" if n in NEW_MODELS else "list-check3" if n in CHECK3_MODELS else
                      "list-check4" if n in CHECK4_MODELS else
                      "list-check5" if n in CHECK5_MODELS else
                      "list-check6" if n in CHECK6_MODELS else
-                     "list-check7" if n in CHECK7_MODELS else "list")
+                     "list-check7" if n in CHECK7_MODELS else
+                     "list-check8" if n in CHECK8_MODELS else "list")
             if group != verb:
                 continue
             print(n, " ".join(map(str, spec[5])), "|", " ".join(map(str, spec[6])))
