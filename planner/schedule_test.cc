@@ -1300,9 +1300,17 @@ TEST(ScheduleConv, PatchEmbeddingCopiesFollowTheMeasuredEngines) {
     EXPECT_EQ(narrow->bwd_weight_workspace, copies) << n;
     EXPECT_GT(OpOfNode(s.value(), b.g, "conv_o")->fwd_workspace, 0) << "overlapping, " << n;
   }
-  // From batch 96 the fp32 weight gradient of 14- to 16-pixel patches of 384
-  // or 512 filters adds split-K partials: 120 and 7 channel-padded weights.
-  for (int64_t n : {96, 192}) {
+  // From batch 96 and 24576 rows (images x patches) the fp32 weight gradient
+  // of 14- to 16-pixel patches of 384 or 512 filters adds split-K partials:
+  // 120 and 7 channel-padded weights. At batch 96, 196 patches are 18816 rows.
+  {
+    GraphBuilder b = graph();
+    auto s = Build(&b, 96, Precision::kFp32);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(OpOfNode(s.value(), b.g, "conv_n")->bwd_weight_workspace,
+              96LL * 4 * 224 * 224 * 4 + 384LL * 4 * 16 * 16 * 4 + 96LL * 384 * 14 * 14 * 4);
+  }
+  for (int64_t n : {128, 192}) {
     GraphBuilder b = graph();
     auto s = Build(&b, n, Precision::kFp32);
     ASSERT_TRUE(s.ok()) << s.message();
