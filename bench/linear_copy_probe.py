@@ -6,7 +6,8 @@ and without autocast: the caching allocator's history with C++ frames.
   python3 bench/linear_copy_probe.py > OUT.txt
 
 For each case (fp32; bf16 weights and input; amp_bf16 with a bf16 input;
-amp_bf16 with an fp32 input) it runs one forward and backward of
+amp_bf16 with an fp32 input; a batch-first LSTM, dropout and the head, in
+amp_bf16 and fp32) it runs one forward and backward of
 nn.Linear(H, V) on x = randn(T, B, H).transpose(0, 1) and prints every
 allocation of 1 MiB or more in order, its size and the innermost ATen and
 Python frames that made it, and when it was freed.
@@ -26,10 +27,26 @@ def frames(ev):
     return " | ".join(aten[:6]) + " || " + " ".join(py[:2])
 
 
-def case(name, x_dtype, w_dtype, amp):
+class LstmHead(nn.Module):
+    """A batch-first LSTM, dropout and a vocabulary head (bench/families.py LstmLM)."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(H, H, batch_first=True)
+        self.drop = nn.Dropout(0.2)
+        self.head = nn.Linear(H, V)
+
+    def forward(self, x):
+        h, _ = self.rnn(x)
+        return self.head(self.drop(h))
+
+
+def case(name, x_dtype, w_dtype, amp, lstm=False):
     torch.cuda.synchronize()
-    lin = nn.Linear(H, V).cuda().to(w_dtype)
-    x = torch.randn(T, B, H, device="cuda", dtype=x_dtype).transpose(0, 1).requires_grad_()
+    lin = (LstmHead() if lstm else nn.Linear(H, V)).cuda().to(w_dtype)
+    x = torch.randn(T, B, H, device="cuda", dtype=x_dtype).transpose(0, 1)
+    if not lstm:
+        x.requires_grad_()
     torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="all")
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
         y = lin(x)
@@ -56,3 +73,5 @@ if __name__ == "__main__":
     case("bf16", torch.bfloat16, torch.bfloat16, False)
     case("amp_bf16, bf16 input", torch.bfloat16, torch.float32, True)
     case("amp_bf16, fp32 input", torch.float32, torch.float32, True)
+    case("amp_bf16, LSTM, dropout, head", torch.float32, torch.float32, True, lstm=True)
+    case("fp32, LSTM, dropout, head", torch.float32, torch.float32, False, lstm=True)
