@@ -20,11 +20,15 @@ MIB = 2 ** 20
 
 
 def frames(ev):
-    names = [f.get("name", "") for f in ev.get("frames", [])]
-    aten = [n for n in names if "at::native" in n or "at::_ops" in n or "autocast" in n.lower()]
+    """The ATen and autograd C++ frames (names without their arguments), then
+    the innermost Python frames."""
+    names = [f.get("name", "").split("(")[0] for f in ev.get("frames", [])]
+    keep = ("at::", "torch::autograd", "autocast", "c10::impl")
+    aten = [n for n in names if any(k in n for k in keep) and "redispatch" not in n
+            and "call" not in n.split("::")[-1]]
     py = [f"{f.get('filename', '').split('/')[-1]}:{f.get('line')}" for f in ev.get("frames", [])
           if f.get("filename", "").endswith(".py")]
-    return " | ".join(aten[:6]) + " || " + " ".join(py[:2])
+    return " < ".join(aten[:14]) + " || " + " ".join(py[:2])
 
 
 class LstmHead(nn.Module):
@@ -60,7 +64,7 @@ def case(name, x_dtype, w_dtype, amp, lstm=False):
     for k, ev in enumerate(snap["device_traces"][0]):
         if ev["action"] == "alloc" and ev["size"] >= MIB:
             live[ev["addr"]] = k
-            print(f"  {k:4d} alloc {ev['size'] / MIB:8.2f} MiB  {frames(ev)[:400]}")
+            print(f"  {k:4d} alloc {ev['size'] / MIB:8.2f} MiB  {frames(ev)[:1500]}")
         elif ev["action"] == "free_completed" and ev["addr"] in live:
             print(f"  {k:4d} free  {ev['size'] / MIB:8.2f} MiB  (alloc {live.pop(ev['addr'])})")
     del lin, x, y
