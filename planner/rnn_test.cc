@@ -450,8 +450,9 @@ Result<Schedule> TwoLayerLstmSchedule(Precision p) {
   return BuildSchedule(b.g, o);
 }
 
-// Under autocast the call runs in bf16 on one flat bf16 copy of all its
-// weights, kept for backward.
+// Under autocast the call runs in float16 (AutocastRNN.cpp casts to at::kHalf
+// whatever autocast's dtype) on one flat float16 copy of all its weights,
+// kept for backward.
 // ... and casts them before the input (AutocastRNN.cpp flattens the weights,
 // then passes cached_cast(input) to _cudnn_rnn).
 TEST(RnnSchedule, AutocastCastsTheWeightsIntoOneFlatCopy) {
@@ -469,7 +470,8 @@ TEST(RnnSchedule, AutocastCastsTheWeightsIntoOneFlatCopy) {
     if (op.op_type != "LSTM") continue;
     ASSERT_GE(flat, 0);
     EXPECT_EQ(op.in[1], flat);
-    EXPECT_EQ(sc.vals[op.in[0]].dtype, DType::kBFloat16);
+    EXPECT_EQ(sc.vals[op.in[0]].dtype, DType::kFloat16);
+    EXPECT_EQ(sc.vals[flat].dtype, DType::kFloat16);
     size_t input_cast_at = sc.ops.size();
     for (size_t j = 0; j < i; ++j) {
       if (sc.ops[j].op_type == "Cast" && sc.ops[j].out.size() == 1 &&
@@ -485,6 +487,54 @@ TEST(RnnSchedule, AutocastCastsTheWeightsIntoOneFlatCopy) {
   // Its fp32 parameters are flattened when the module is moved to the GPU.
   ASSERT_EQ(sc.flattened_rnn_weights.size(), 1u);
   EXPECT_EQ(sc.flattened_rnn_weights[0].size(), 8u);
+}
+
+// Under bf16 autocast the module's float16 output is cast again by the next
+// autocast op (the head's linear: a float16 -> bfloat16 copy, as the H100
+// allocator history of a batch-first LSTM, dropout and head shows: at::to
+// under linear.py), and float16 added to bfloat16 promotes to float32. Under
+// fp16 autocast the output is what the linear wants: no copy.
+TEST(RnnSchedule, RnnRunsInFloat16UnderAutocast) {
+  for (Precision p : {Precision::kAmpBf16, Precision::kAmpFp16}) {
+    GraphBuilder b = LstmModule(1, 16, 32, 64, false);
+    b.Init("head_w", {64, 64});
+    b.Op("MatMul", {"y", "head_w"}, {"proj"}, "head");
+    b.Op("Add", {"proj", "y"}, {"mixed"}, "mix");
+    b.Output("mixed");
+    for (Node& n : b.g.nodes) {
+      if (!n.modules_known) n.modules_known = true;
+    }
+    Infer(&b, 4);
+    PlanOptions o;
+    o.mode = Mode::kTrain;
+    o.precision = p;
+    auto s = BuildSchedule(b.g, o);
+    ASSERT_TRUE(s.ok()) << s.message();
+    const Schedule& sc = s.value();
+    const int y = b.g.Find("y");
+    EXPECT_EQ(sc.vals[y].dtype, DType::kFloat16);
+    const ExecOp* head = nullptr;
+    const ExecOp* mix = nullptr;
+    for (const ExecOp& op : sc.ops) {
+      if (op.node >= 0 && b.g.nodes[op.node].name == "head") head = &op;
+      if (op.node >= 0 && b.g.nodes[op.node].name == "mix") mix = &op;
+    }
+    ASSERT_TRUE(head && mix);
+    const bool bf16 = p == Precision::kAmpBf16;
+    // Casts of y: a bfloat16 copy for the linear under bf16 autocast, none
+    // under fp16 (the Add promotes without a cast op of its own).
+    int casts_of_y = 0;
+    for (const ExecOp& op : sc.ops) {
+      if (op.op_type == "Cast" && op.in.size() == 1 && op.in[0] == y) {
+        ++casts_of_y;
+        EXPECT_EQ(sc.vals[op.out[0]].dtype, DType::kBFloat16);
+        EXPECT_EQ(sc.vals[op.out[0]].bytes, sc.vals[y].bytes);
+      }
+    }
+    EXPECT_EQ(casts_of_y, bf16 ? 1 : 0) << static_cast<int>(p);
+    EXPECT_EQ(sc.vals[head->in[0]].dtype, bf16 ? DType::kBFloat16 : DType::kFloat16);
+    EXPECT_EQ(sc.vals[mix->out[0]].dtype, bf16 ? DType::kFloat : DType::kFloat16);
+  }
 }
 
 // A bf16 module is flattened only while it is loaded in fp32, never after

@@ -1051,7 +1051,10 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     for (size_t i = in.size(); i-- > 0;) {
       if (in[i] < 0 || int8_weight[i] || !IsFloat(s_.vals[in[i]].dtype)) continue;
       const DType have = s_.vals[in[i]].dtype;
-      if (ac == Autocast::kLowPrecision && have == DType::kFloat) {
+      // cached_cast casts every floating tensor but a double whose dtype is
+      // not the target: float32, and the other half type (a cuDNN RNN's
+      // float16 output under bf16 autocast).
+      if (ac == Autocast::kLowPrecision && have != half && have != DType::kDouble) {
         // cached_cast (aten/src/ATen/autocast_mode.cpp) caches the copy of a
         // leaf that requires grad only: a frozen weight is cast at each use;
         // under torch.no_grad() a trained one still has requires_grad set.
@@ -1115,6 +1118,8 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     if (promoted == DType::kUndefined || (d == DType::kFloat && IsHalf(promoted)) ||
         d == DType::kDouble) {
       promoted = d;
+    } else if (IsHalf(d) && IsHalf(promoted) && d != promoted) {
+      promoted = DType::kFloat;  // float16 with bfloat16 promotes to float32
     }
   }
   // An input read for its dtype alone neither gets a gradient nor passes
@@ -1810,9 +1815,9 @@ void Builder::AppendAttention(const AttentionRegion& r, const std::string& label
 // cy), the workspace, the reserve space (training), then the workspace and
 // the copy are freed; the first training call with dropout also creates the
 // cached dropout states.
-// Under autocast the call runs in the low-precision dtype (autocast_mode.cpp
-// lists lstm/gru/rnn_tanh/rnn_relu; cuDNN's AutocastRNN.cpp casts all
-// weights into one new flat buffer, kept for backward). Backward, in
+// Under autocast the call runs in float16 whatever autocast's dtype
+// (cuDNN's AutocastRNN.cpp casts the input, the states and all weights, into
+// one new flat buffer kept for backward, to at::kHalf). Backward, in
 // _cudnn_rnn_backward's order: zeros for dhy/dcy; data: copies of x and of
 // dy when batch-first, dx, dhx/dcx and a workspace; weights: another copy
 // of x, one flat dw for all weights and a workspace.
@@ -1820,7 +1825,11 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
   const Node& first = g_.nodes[r.layers.front()];
   const bool amp = IsAmp(o_.precision);
   const bool train = o_.mode == Mode::kTrain;
-  const DType half = HalfType(o_.precision);
+  // Under autocast the call runs in float16 whatever autocast's dtype:
+  // AutocastRNN.cpp (_cudnn_rnn_cast_reflatten) casts the weights, the input
+  // and the states to at::kHalf. Under amp_bf16 the output is float16, and
+  // the next autocast op casts it again (RnnRunsInFloat16UnderAutocast).
+  const DType half = amp ? DType::kFloat16 : HalfType(o_.precision);
   int x = val_of_[r.input];
   const bool layout0 = first.GetInt("layout", 0) == 0;
   // The seq-major input cuDNN reads: a copy unless x already is one (a cast
@@ -1836,7 +1845,8 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
   // copies the weights into a flat half buffer first, then passes
   // cached_cast(input) to _cudnn_rnn (an H200 trace of lstm_tagger
   // amp_bf16: the 3.8 MiB flat weights, then the 4.5 MiB input).
-  const bool cast_input = amp && s_.vals[x].dtype == DType::kFloat;
+  const bool cast_input = amp && IsFloat(s_.vals[x].dtype) && s_.vals[x].dtype != half &&
+                          s_.vals[x].dtype != DType::kDouble;
   const std::vector<int64_t> xshape = s_.vals[x].shape;
   RnnCall c;
   c.mode = first.op_type;
