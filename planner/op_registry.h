@@ -146,6 +146,11 @@ enum class GradOutputCopy : uint8_t {
   /// then calls its kernel with dY.contiguous()
   /// (aten/src/ATen/native/cuda/layer_norm_kernel.cu).
   kAfterGrads,
+  /// Before the gradients where input 0 is a weight (an embedding:
+  /// embedding_dense_backward_cuda's grad_.contiguous(),
+  /// aten/src/ATen/native/cuda/Embedding.cu); never for a Gather of
+  /// activations (index_select_backward adds into zeros as it is).
+  kBeforeGradsOfAWeight,
 };
 
 /// How an op's output takes a channels-last layout.

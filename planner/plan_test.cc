@@ -602,6 +602,76 @@ TEST(Plan, ATransposedGradientIsCopiedByConvolutionAndLayerNorm) {
   EXPECT_EQ(std::count(conv1.begin(), conv1.end(), 4 * 8 * 36 * 4), 0);
 }
 
+// An embedding (a Gather of a weight) copies an incoming gradient laid out
+// for another dim order before its weight's gradient
+// (embedding_dense_backward_cuda's grad_.contiguous(); the batch-first RNN
+// language models' traces); a Gather of activations does not.
+TEST(Plan, AnEmbeddingCopiesATransposedGradient) {
+  GraphBuilder b;
+  b.Input("ids", {S("N"), D(12)}, DType::kInt64);
+  b.Input("x", {S("N"), D(12), D(16)});
+  b.Input("pick", {D(3)}, DType::kInt64);
+  b.Init("table", {50, 16});
+  b.Init("scale", {16});
+  b.Op("Gather", {"table", "ids"}, {"e"}, "emb");  // [N, 12, 16]
+  b.Op("Mul", {"x", "scale"}, {"a"}, "act");
+  b.Op("Gather", {"a", "pick"}, {"g"}, "rows").attrs["axis"] = testing_util::IntAttr(1);
+  b.Op("Transpose", {"g"}, {"t"}, "t").attrs["perm"] = IntsAttr({1, 0, 2});  // [3, N, 16]
+  b.Op("Relu", {"t"}, {"r"}, "relu");
+  b.Op("Transpose", {"e"}, {"et"}, "et").attrs["perm"] = IntsAttr({1, 0, 2});  // [12, N, 16]
+  b.Op("Relu", {"et"}, {"re"}, "relu_e");
+  b.Op("Concat", {"re", "r"}, {"both"}, "cat").attrs["axis"] = testing_util::IntAttr(0);
+  b.Output("both");
+  PlanOptions o = Train(Optimizer::kSgd);
+  o.keep_events = true;
+  const std::vector<StepEvent> ev = FirstStepEvents(PlanOf(b, 4, o));
+  auto backward_of = [&](const std::string& node) {
+    std::vector<int64_t> bytes;
+    for (const StepEvent& e : ev) {
+      if (e.node == node && e.phase == Phase::kBackward) bytes.push_back(e.bytes);
+    }
+    return bytes;
+  };
+  const int64_t grad = 4 * 12 * 16 * 4;
+  const std::vector<int64_t> emb = backward_of("emb");
+  ASSERT_GE(emb.size(), 2u);
+  EXPECT_EQ(emb[0], grad);         // the copy
+  EXPECT_EQ(emb[1], 50 * 16 * 4);  // the table's gradient
+  EXPECT_EQ(std::count(emb.begin(), emb.end(), -grad), 2);
+  // The Gather of activations gets a transposed gradient too, and copies
+  // nothing: its input's gradient is its first allocation.
+  const std::vector<int64_t> rows = backward_of("rows");
+  ASSERT_GE(rows.size(), 1u);
+  EXPECT_EQ(std::count(rows.begin(), rows.end(), 4 * 3 * 16 * 4), 0);
+}
+
+// torch.optim's foreach AdamW makes one temporary per parameter and drops
+// the list, which CPython frees from its end (the H100 trace of lstm_lm_g
+// amp_bf16: the head's temporary goes first, the embedding's last).
+TEST(Plan, ForeachTemporariesAreFreedLastFirst) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(32)});
+  b.Init("w0", {32, 64});
+  b.Init("w1", {64, 16});
+  b.Op("MatMul", {"x", "w0"}, {"h"}, "mm0");
+  b.Op("Relu", {"h"}, {"r"}, "relu");
+  b.Op("MatMul", {"r", "w1"}, {"y"}, "mm1");
+  b.Output("y");
+  PlanOptions o = Train(Optimizer::kAdamW);
+  o.keep_events = true;
+  const std::vector<StepEvent> ev = FirstStepEvents(PlanOf(b, 4, o));
+  std::vector<int64_t> frees;
+  for (const StepEvent& e : ev) {
+    if (e.phase == Phase::kOptimizer && e.bytes < 0) frees.push_back(-e.bytes);
+  }
+  const int64_t w0 = 32 * 64 * 4;
+  const int64_t w1 = 64 * 16 * 4;
+  const auto first_w0 = std::find(frees.begin(), frees.end(), w0);
+  const auto first_w1 = std::find(frees.begin(), frees.end(), w1);
+  ASSERT_TRUE(first_w0 != frees.end() && first_w1 != frees.end());
+  EXPECT_LT(first_w1 - frees.begin(), first_w0 - frees.begin());
+}
+
 // A linear layer with bias on 2-D or contiguous input runs as one addmm:
 // AddmmBackward0 makes mat1's gradient, then mat2's (derivatives in sorted
 // name order), and the engine sums `self`'s to the bias afterwards

@@ -537,6 +537,39 @@ TEST(RnnSchedule, RnnRunsInFloat16UnderAutocast) {
   }
 }
 
+// _cudnn_impl makes the cached dropout states before it dispatches to
+// _cudnn_rnn: under autocast, before AutocastRNN.cpp casts the weights (the
+// H100 trace of lstm_lm_g amp_bf16 b12); in fp32 at the call.
+TEST(RnnSchedule, DropoutStatesComeBeforeTheAutocastCasts) {
+  for (Precision p : {Precision::kAmpBf16, Precision::kFp32}) {
+    GraphBuilder b = LstmModule(2, 16, 32, 64, true);
+    Infer(&b, 4);
+    PlanOptions o;
+    o.mode = Mode::kTrain;
+    o.precision = p;
+    auto s = BuildSchedule(b.g, o);
+    ASSERT_TRUE(s.ok()) << s.message();
+    int with_states = -1;
+    int lstm = -1;
+    for (size_t i = 0; i < s->ops.size(); ++i) {
+      if (s->ops[i].process_state_bytes > 0) {
+        EXPECT_EQ(with_states, -1) << "one op makes them";
+        with_states = static_cast<int>(i);
+      }
+      if (s->ops[i].op_type == "LSTM") lstm = static_cast<int>(i);
+    }
+    ASSERT_GE(with_states, 0);
+    ASSERT_GE(lstm, 0);
+    if (p == Precision::kFp32) {
+      EXPECT_EQ(with_states, lstm);
+    } else {
+      EXPECT_EQ(s->ops[with_states].op_type, "Cast");
+      EXPECT_EQ(s->ops[with_states].in.size(), 8u);  // the flat weight cast
+      EXPECT_LT(with_states, lstm);
+    }
+  }
+}
+
 // A bf16 module is flattened only while it is loaded in fp32, never after
 // the cast (cudnn.is_acceptable rejects bf16): each call copies its weights
 // into a new flat buffer, whose backward hands every weight its view of one

@@ -1041,6 +1041,11 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
       dequantized.push_back(v);
     }
   }
+  // The casts autocast's wrapper made for this call: its argument list holds
+  // them until the op returns, after a contiguous copy the op made of one
+  // (the H100 trace of lstm_lm_g amp_bf16: the head's bfloat16 copy of the
+  // LSTM's float16 output dies after the product and its workspace).
+  std::vector<int> autocast_casts;
   // Autocast input casts, last argument first: autocast's wrapper expands
   // cached_cast(args)... inside the call to the op (WrapFunction_,
   // aten/src/ATen/autocast_mode.h), and GCC evaluates call arguments right to
@@ -1061,13 +1066,16 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
         const Val& root = s_.vals[Root(in[i])];
         const bool weight = root.is_param && root.trainable_param;
         in[i] = CastVal(in[i], half, weight, "autocast(" + label + ")");
+        if (!weight) autocast_casts.push_back(in[i]);
       } else if (ac == Autocast::kFp32 && IsHalf(have)) {
         in[i] = CastVal(in[i], DType::kFloat, false, "autocast(" + label + ")");
+        autocast_casts.push_back(in[i]);
       }
     }
   }
   // Copies PyTorch makes for inputs it needs contiguous.
   int64_t in_kernel_copy = 0;
+  std::vector<int> held_casts;
   const bool addmm_input = def && def->matmul_operands && !in.empty() && in[0] >= 0 &&
                            (s_.vals[in[0]].shape.size() == 2 ||
                             IsContiguous(s_.vals[in[0]].shape, s_.vals[in[0]].strides));
@@ -1087,6 +1095,10 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
       if (i == 0 && def->contiguous_in_kernel) {
         in_kernel_copy = BytesOf(v.shape, v.dtype);
       } else {
+        if (std::find(autocast_casts.begin(), autocast_casts.end(), in[i]) !=
+            autocast_casts.end()) {
+          held_casts.push_back(in[i]);
+        }
         in[i] = ContiguousCopy(in[i], "contiguous(" + label + ")");
       }
     }
@@ -1301,6 +1313,9 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     bool grad = false;
     for (bool gi : op.grad_in) grad = grad || gi;
     if (grad) op.bwd_workspace = SatAdd(op.bwd_workspace, again);
+  }
+  for (int c : held_casts) {
+    s_.vals[c].held_until = std::max(s_.vals[c].held_until, static_cast<int>(s_.ops.size()));
   }
   s_.ops.push_back(std::move(op));
 }
@@ -1887,6 +1902,11 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
     }
     if (group.size() == weights.size()) s_.flattened_rnn_weights.push_back(group);
   }
+  // The op that runs first for this call: _cudnn_impl (RNN.cpp) makes the
+  // cached dropout states before it dispatches to _cudnn_rnn, so before
+  // AutocastRNN.cpp's casts (the H100 trace of lstm_lm_g amp_bf16 b12: the
+  // 6.2 MiB states, then the 17.8 MiB flat float16 weights).
+  int first_op = -1;
   if (amp || bf16_copy) {
     const DType from = amp ? DType::kFloat : DType::kBFloat16;
     const DType to = amp ? half : DType::kBFloat16;
@@ -1911,8 +1931,15 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
       cast.outputs_made_by_next = bf16_copy;
       cast.op_type = op_names::kCast;
       cast.in = weights;
+      // Under autocast each weight has a cast of its own into the buffer;
+      // their backward functions run newest first, so the float32 weight
+      // gradients come last layer first (the H100 trace of lstm_lm_g
+      // amp_bf16 b12: five 6.2 MiB gradients, then the first layer's 4.4 MiB
+      // input weight).
+      if (amp) std::reverse(cast.in.begin(), cast.in.end());
       cast.out = {flat};
-      for (int w : weights) cast.grad_in.push_back(s_.vals[w].requires_grad);
+      for (int w : cast.in) cast.grad_in.push_back(s_.vals[w].requires_grad);
+      if (amp) first_op = static_cast<int>(s_.ops.size());
       s_.ops.push_back(cast);
       weights = {flat};
     }
@@ -1981,7 +2008,9 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
     for (int v : in) op.saved.push_back(SavedRef{v, 0, ""});
     op.saved.push_back(SavedRef{y, 0, ""});
     op.saved.push_back(SavedRef{-1, RnnReserveBytes(c), "reserve"});
-    if (c.dropout) op.process_state_bytes = RnnDropoutStateBytes();
+    if (c.dropout) {
+      (first_op >= 0 ? s_.ops[first_op] : op).process_state_bytes = RnnDropoutStateBytes();
+    }
     // dy arrives batch-first like x left (a copy), dhy/dcy are zeros, dhx/
     // dcx are made whether needed or not.
     const int64_t dy_copy = x_copy > 0 ? yv.bytes : 0;
@@ -2001,6 +2030,7 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
     // then whatever dx/dhx/dcx autograd does not need.
     op.bwd_zero_bytes.assign(states, hy);
     op.bwd_copy_bytes = {x_copy, dy_copy};
+    op.grad_in0_transposed = !layout0;
     // dx is computed whether x needs it or not (it mutates the reserve).
     if (!s_.vals[x].requires_grad) op.bwd_temp_bytes.push_back(BytesOf(xshape, c.dtype));
     for (int i = 0; i < states; ++i) op.bwd_temp_bytes.push_back(hy);

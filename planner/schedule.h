@@ -92,6 +92,10 @@ struct ExecOp {
   /// A contiguous copy of a saved input the backward call makes before its
   /// gradients and frees at its end (OpDef::contiguous_in_kernel).
   int64_t bwd_input_copy_bytes = 0;
+  /// Input 0's gradient comes laid out for another dim order than input 0
+  /// (a batch-first cuDNN RNN: _cudnn_rnn_backward_input computes dx
+  /// sequence-major and transposes it back).
+  bool grad_in0_transposed = false;
   /// Allocated at the first run of any op that sets it and kept for the
   /// process: cuDNN's RNN dropout states (one cache per device).
   int64_t process_state_bytes = 0;

@@ -636,6 +636,37 @@ TEST(Schedule, ElementwiseOpsOfMixedLayoutsFollowTheFirstOperand) {
   EXPECT_TRUE(OpsOfType(s.value(), "Contiguous").empty());
 }
 
+// autocast's wrapper holds the casts it made until the op returns: where the
+// op then copies the cast to make it contiguous, the cast lives to the end of
+// the op, not to the copy (the H100 trace of lstm_lm_g amp_bf16: the head's
+// bfloat16 copy of the LSTM's float16 output dies after the product).
+TEST(Schedule, AnAutocastCastLivesUntilItsOpReturns) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(6), D(8)});
+  b.Init("w", {6, 4});
+  b.Op("Relu", {"x"}, {"r"}, "relu");
+  b.Op("Transpose", {"r"}, {"rt"}, "rt").attrs["perm"] = IntsAttr({0, 2, 1});  // [N, 8, 6]
+  b.Op("MatMul", {"rt", "w"}, {"y"}, "mm");
+  b.Output("y");
+  auto s = Build(&b, 2, Precision::kAmpBf16);
+  ASSERT_TRUE(s.ok()) << s.message();
+  int mm = -1;
+  for (size_t i = 0; i < s->ops.size(); ++i) {
+    if (s->ops[i].node >= 0 && b.g.nodes[s->ops[i].node].name == "mm") mm = static_cast<int>(i);
+  }
+  ASSERT_GE(mm, 0);
+  const ExecOp& op = s->ops[mm];
+  ASSERT_FALSE(op.in.empty());
+  // in[0] is the contiguous copy of the bfloat16 cast of rt.
+  int cast = -1;
+  for (const ExecOp& c : s->ops) {
+    if (!c.out.empty() && c.out[0] == op.in[0] && !c.in.empty()) cast = c.in[0];
+  }
+  ASSERT_GE(cast, 0);
+  EXPECT_EQ(s->vals[cast].dtype, DType::kBFloat16);
+  EXPECT_EQ(s->vals[cast].held_until, mm);
+}
+
 // A permuted [N, H, W, C] tensor viewed as [N, C, H, W] is channels-last:
 // convolutions run it as it is (no copy, outputs channels-last, no NHWC copy
 // workspaces), and so does a Concat of channels-last tensors.

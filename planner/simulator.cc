@@ -564,10 +564,17 @@ void Simulator::Backward() {
     // each convolution's output for a LayerNorm over channels and back), for
     // the length of its call: a convolution before the inputs' gradients, a
     // LayerNorm after them (GradOutputCopy).
-    const GradOutputCopy grad_copy_at =
+    // An embedding copies it before its weight's gradient (the batch-first
+    // RNN language models' traces: lstm_lm fp32 b8, lstm_lm_e and lstm_lm_g
+    // amp_bf16).
+    GradOutputCopy grad_copy_at =
         op.def != nullptr && out_grad >= 0 && transposed_grads_.count(out_grad) > 0
             ? op.def->grad_output_copy
             : GradOutputCopy::kNone;
+    if (grad_copy_at == GradOutputCopy::kBeforeGradsOfAWeight) {
+      const bool of_a_weight = !op.in.empty() && op.in[0] >= 0 && s_.vals[op.in[0]].is_param;
+      grad_copy_at = of_a_weight ? GradOutputCopy::kBeforeGrads : GradOutputCopy::kNone;
+    }
     const int copy_rule = Mech(Mechanism::kContiguousCopy);
     int grad_output_copy = -1;
     if (grad_copy_at == GradOutputCopy::kBeforeGrads) {
@@ -690,6 +697,12 @@ void Simulator::Backward() {
           const int st = AllocNew(bytes, cat);
           Ref(st);
           produced.emplace_back(v, st);
+          // Gradients laid out for another dim order: a batch-first RNN's
+          // dx, and a cast of one (to() keeps the strides it is given).
+          if (i == 0 && (op.grad_in0_transposed || (op.op_type == op_names::kCast &&
+                                                    transposed_grads_.count(out_grad) > 0))) {
+            transposed_grads_.insert(st);
+          }
           if (product) {
             backward_workspace();
             Use(op_rule);
@@ -853,7 +866,10 @@ void Simulator::OptimizerStep(bool first) {
       tmp.push_back(AllocNew(s_.vals[p].bytes, Category::kTransients));
       storages[tmp.back()].param = param_index_[p];
     }
-    for (int st : tmp) Free(st);
+    // The list dies last element first (CPython's list_dealloc decrefs from
+    // the end): the H100 trace of lstm_lm_g amp_bf16 b12 frees the head's
+    // 22 MiB temporary first and the embedding's last.
+    for (auto it = tmp.rbegin(); it != tmp.rend(); ++it) Free(*it);
   }
   Step(Phase::kOptimizer, "zero_grad");
   for (int p : s_.params) {

@@ -1462,6 +1462,7 @@ void RegisterNnOps(OpTable* t) {
   // given); group_norm and batch_norm copy before it (the copy is saved).
   t->Mutable("LayerNormalization")->contiguous_in_kernel = true;
   t->Mutable("LayerNormalization")->grad_output_copy = GradOutputCopy::kAfterGrads;
+  t->Mutable("Gather")->grad_output_copy = GradOutputCopy::kBeforeGradsOfAWeight;
   t->Mutable("BatchNormalization")->buffer_inputs = InputBits(3, 31);
   t->Mutable("GroupNormalization")->group_norm_workspaces = true;
   // Pooling and resizing call .contiguous() on their input; CUDA max pooling
