@@ -645,6 +645,33 @@ TEST(Plan, AnEmbeddingCopiesATransposedGradient) {
   EXPECT_EQ(std::count(rows.begin(), rows.end(), 4 * 3 * 16 * 4), 0);
 }
 
+// autograd adds a second gradient into the first in place when it holds the
+// first's last reference (input_buffer.cpp, can_accumulate_inplace): a
+// gradient a transposed view shared is added to in place once that view has
+// been consumed (MLP-Mixer's residual stream: mixer_h bf16 b26, H100 trace);
+// a gradient that is itself a view keeps its base alive, and the sum is new.
+TEST(Plan, AGradientIsAddedInPlaceOnceItsViewIsGone) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(6), D(8)});
+  b.Init("w0", {8, 8});
+  b.Init("w1", {6, 6});
+  b.Op("MatMul", {"x", "w0"}, {"h"}, "mm0");                                 // [N, 6, 8]
+  b.Op("Transpose", {"h"}, {"t"}, "t").attrs["perm"] = IntsAttr({0, 2, 1});  // [N, 8, 6]
+  b.Op("MatMul", {"t", "w1"}, {"u"}, "mm1");
+  b.Op("Transpose", {"u"}, {"ut"}, "ut").attrs["perm"] = IntsAttr({0, 2, 1});
+  b.Op("Add", {"h", "ut"}, {"s"}, "residual");
+  b.Output("s");
+  PlanOptions o = Train(Optimizer::kSgd);
+  o.keep_events = true;
+  const std::vector<StepEvent> ev = FirstStepEvents(PlanOf(b, 4, o));
+  const int64_t h = 4 * 6 * 8 * 4;
+  int sums = 0;
+  for (const StepEvent& e : ev) {
+    if (e.phase == Phase::kBackward && e.node == "t" && e.bytes == h) ++sums;
+  }
+  EXPECT_EQ(sums, 0);
+}
+
 // torch.optim's foreach AdamW makes one temporary per parameter and drops
 // the list, which CPython frees from its end (the H100 trace of lstm_lm_g
 // amp_bf16: the head's temporary goes first, the embedding's last).

@@ -392,19 +392,24 @@ void Simulator::AddGrad(int val, int g) {
   auto it = grad_of_.find(val);
   if (it != grad_of_.end()) {
     // A second gradient: autograd's InputBuffer adds it in place into the
-    // first (input_buffer.cpp accumulate, can_accumulate_inplace) unless the
-    // first is a view, whose base shares its storage: then the sum is a new
-    // tensor, made while both live. bench/grad_accum_probe.py
+    // first (input_buffer.cpp accumulate, can_accumulate_inplace) when it
+    // holds the first's last reference: not when the first is a view (whose
+    // base it keeps alive), nor while another holder (a view made of it, not
+    // yet consumed) shares its storage; then the sum is a new tensor, made
+    // while both live. A gradient a transposed view shared is added to in
+    // place once the view is gone (mixer_h bf16 b26, H100 trace: MLP-Mixer's
+    // residual stream). bench/grad_accum_probe.py
     // (bench/results/grad_accum_probe_h200.jsonl): two embeddings, or a tied
     // head whose embedding gradient comes first, add in place; two linears,
     // a tied head in fp32 and a reshaped weight make the sum.
     const int old = it->second;
-    if (storages[old].grad_is_view) {
+    if (view_grad_vals_.count(val) > 0 || storages[old].refs > 1) {
       const int sum = AllocNew(storages[old].bytes, storages[old].cat);
       Ref(sum);
       storages[sum].param = storages[old].param;
       it->second = sum;
       Unref(old);
+      view_grad_vals_.erase(val);
     }
     Unref(g);
     return;
@@ -413,6 +418,7 @@ void Simulator::AddGrad(int val, int g) {
     Retag(g, Category::kGradients);
     if (storages[g].param < 0) storages[g].param = param_index_[val];
   }
+  if (storages[g].grad_is_view) view_grad_vals_.insert(val);
   grad_of_[val] = g;
 }
 
@@ -494,6 +500,7 @@ void Simulator::Backward() {
   grad_of_[L] = g;
   permuted_grads_.clear();
   transposed_grads_.clear();
+  view_grad_vals_.clear();
   stack_members_.clear();
   for (size_t k = 0; k < s_.ops.size(); ++k) {
     if (s_.ops[k].stack_leader >= 0) {
@@ -1012,6 +1019,12 @@ bool Simulator::EmitIterationState(Emit&& emit) const {
   if (!emit(static_cast<int64_t>(grads.size()))) return false;
   for (const auto& [v, st] : grads) {
     if (!emit(v) || !emit(st)) return false;
+  }
+  std::vector<int> view_grads(view_grad_vals_.begin(), view_grad_vals_.end());
+  std::sort(view_grads.begin(), view_grads.end());
+  if (!emit(static_cast<int64_t>(view_grads.size()))) return false;
+  for (int v : view_grads) {
+    if (!emit(v)) return false;
   }
   auto list = [&](const std::vector<int>& l) {
     if (!emit(static_cast<int64_t>(l.size()))) return false;

@@ -402,6 +402,9 @@ class Simulator {
   /// Gradient storages a transpose's backward handed on in another order
   /// than the value they are the gradient of (a convolution copies them).
   std::unordered_set<int> transposed_grads_;
+  /// Values whose gradient is a view another op's backward made of a
+  /// gradient (ExecOp::grad_is_view): the view keeps its base alive.
+  std::unordered_set<int> view_grad_vals_;
   // Backward's per-op lists, kept so that their memory is reused from op to
   // op: the gradients an op produced, and its inputs in backward order.
   std::vector<std::pair<int, int>> produced_;
