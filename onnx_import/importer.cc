@@ -851,7 +851,13 @@ Status ImportGraph(Importer* im, const onnx::GraphProto& gp, int depth, Graph* g
     std::string stack_trace;
     Status modules_ok = ReadModules(im, np, where, &n, &g->exporter, &buffer_args, &stack_trace);
     if (!modules_ok.ok()) return modules_ok;
-    if (!stack_trace.empty()) n.stack = InternStack(ParseStackTrace(stack_trace), n, &interned, g);
+    if (!stack_trace.empty()) {
+      std::vector<SourceFrame> frames = ParseStackTrace(stack_trace);
+      if (frames.size() == 1 && frames[0].file.rfind("<eval_with_key>", 0) == 0) {
+        n.fx_region = frames[0].file;
+      }
+      n.stack = InternStack(std::move(frames), n, &interned, g);
+    }
     if (n.op_type.empty()) return im->Error(where + ": empty op_type");
     if (!im->functions.empty() && im->functions.count(n.domain + '\n' + n.op_type)) {
       return im->Error(where + ": calls the model-local function '" +

@@ -326,6 +326,26 @@ TEST(ImporterTest, ReadsTheExportersStackTraces) {
   for (const Node& n : ts->nodes) EXPECT_EQ(n.stack, -1);
 }
 
+// A module the exporter traced into a subgraph (transformers' rotary
+// embedding under torch.no_grad()) carries the subgraph's generated frame:
+// Node::fx_region names it; its ops have no Node::stack.
+TEST(ImporterTest, MarksNodesOfATracedRegion) {
+  auto llama = ImportOnnxFile(ModelPath("llama_gqa_train"));
+  ASSERT_TRUE(llama.ok()) << llama.message();
+  int in_region = 0;
+  for (const Node& n : llama->nodes) {
+    if (n.fx_region.empty()) continue;
+    ++in_region;
+    EXPECT_EQ(n.fx_region.rfind("<eval_with_key>", 0), 0u) << n.name;
+    EXPECT_EQ(n.stack, -1) << n.name;
+    EXPECT_NE(n.scope.find("rotary_emb"), std::string::npos) << n.name << " in " << n.scope;
+  }
+  EXPECT_GT(in_region, 3);
+  auto clip = ImportOnnxFile(ModelPath("clip_n_train"));
+  ASSERT_TRUE(clip.ok()) << clip.message();
+  for (const Node& n : clip->nodes) EXPECT_TRUE(n.fx_region.empty()) << n.name;
+}
+
 // transformers' activation modules (SiLUActivation) take no `inplace`
 // argument: their nodes are marked; torch.nn's (ReLU(inplace=True)) are not.
 TEST(ImporterTest, MarksActivationModulesThatNeverRunInPlace) {

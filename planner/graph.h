@@ -121,6 +121,11 @@ struct Node {
   /// frames are the root module's forward, then one per entry of `modules`;
   /// -1 when not recorded or when the frames do not match the modules.
   int stack = -1;
+  /// The FX-generated file (`<eval_with_key>.N`) of a node the exporter
+  /// traced into a subgraph of its own (a module under torch.no_grad() or
+  /// with autocast off, run through a higher-order op): its stack trace is
+  /// that one frame, the subgraph's code, not the module's; "" otherwise.
+  std::string fx_region;
   /// The ONNX nodes one `aten.unbind` call became (the dynamo exporter's
   /// `pkg.torch.onnx.fx_node`) share this number; -1 for other nodes. Its
   /// Slices are one UnbindBackward in PyTorch (ExecOp::stack_leader).

@@ -72,6 +72,63 @@ void MarkPythonLocals(const Graph& g, Schedule* s) {
     const Val& val = s->vals[v];
     return !val.is_param && !val.is_buffer && !val.phantom && producer[v] >= 0;
   };
+  auto hold = [&](int v, int until) {
+    Val& val = s->vals[v];
+    if (until <= val.held_until) return;
+    val.held_until = until;
+    val.held_by_local = true;
+  };
+  // A region the exporter traced into a subgraph of its own (a module's
+  // forward under torch.no_grad() or with autocast off, run through a
+  // higher-order op): its stack is one frame of FX-generated code
+  // (`<eval_with_key>.N`), whose lines are the graph's, not the module's, so
+  // its Python locals are unknown. A value the region reads twice is held
+  // until the region ends, as a local of the function it ran
+  // (transformers' LlamaRotaryEmbedding.forward keeps `emb` until it
+  // returns: the H100 trace of llama_gqa_g amp_bf16 b1 frees it after the
+  // sine's scaling, where FX's code frees it after the sine).
+  {
+    auto fx_file = [&](int i) -> const std::string* {
+      const int node = i < n ? node_of[i] : -1;
+      if (node < 0 || node != s->ops[i].node || g.nodes[node].fx_region.empty()) return nullptr;
+      return &g.nodes[node].fx_region;
+    };
+    int i = 0;
+    while (i < n) {
+      const std::string* file = fx_file(i);
+      if (file == nullptr) {
+        ++i;
+        continue;
+      }
+      // The region: ops of this file, and ops without a node of their own
+      // between them (casts and copies made for them). Each value the region
+      // makes and reads again as a local is held until the region ends.
+      int last = i;
+      for (int j = i + 1; j < n; ++j) {
+        const std::string* f = fx_file(j);
+        if (f != nullptr && *f == *file) {
+          last = j;
+        } else if (f != nullptr || s->ops[j].node >= 0) {
+          break;
+        }
+      }
+      // A value two ops of the region read is a name's (an expression's
+      // temporary feeds one op): `emb` feeds the cosine and the sine.
+      std::map<int, int> readers;
+      for (int k = i; k <= last; ++k) {
+        std::vector<int> in = s->ops[k].in;
+        std::sort(in.begin(), in.end());
+        in.erase(std::unique(in.begin(), in.end()), in.end());
+        for (int v : in) {
+          if (v >= 0 && producer[v] >= i && producer[v] <= last) ++readers[v];
+        }
+      }
+      for (const auto& [v, count] : readers) {
+        if (count >= 2 && bindable(v) && last_read[v] <= last) hold(v, last);
+      }
+      i = last + 1;
+    }
+  }
   // What an execution binds: the values its ops made that later ops read,
   // in the order they were made.
   auto results = [&](const Execution& e) {
@@ -82,12 +139,6 @@ void MarkPythonLocals(const Graph& g, Schedule* s) {
       }
     }
     return out;
-  };
-  auto hold = [&](int v, int until) {
-    Val& val = s->vals[v];
-    if (until <= val.held_until) return;
-    val.held_until = until;
-    val.held_by_local = true;
   };
   // Where a later execution of the frame (from k on) binds `name` again:
   // its end, or the frame's return.

@@ -220,6 +220,37 @@ TEST(PythonLocals, AContainerBoundAgainByTheCatLetsItsTensorsGo) {
   EXPECT_EQ(Held(s, "f2"), OpIndex(s, "relu56"));   // `feat` still names it
 }
 
+// A rotary embedding under torch.no_grad(), which the exporter traces into
+// a subgraph: its stack is the subgraph's generated code (one frame,
+// `<eval_with_key>.N`), not the module's. A value two of its ops read (emb,
+// read by the cosine and the sine) is a local of the forward and lives
+// until the region ends; a temporary read once (the cosine before its
+// scaling) goes with its reader.
+TEST(PythonLocals, AValueATracedRegionReadsTwiceLivesUntilTheRegionEnds) {
+  GraphBuilder b;
+  Frames f{&b.g};
+  const int root = f.Add("m.py", 10, Assign({{"h"}}));
+  b.Input("x", {S("N"), D(256)});
+  b.Init("scale", {});
+  f.Run(b.Op("Relu", {"x"}, {"pre"}, "pre"), {}, {root});
+  Node* n = &b.Op("Relu", {"pre"}, {"emb"}, "cat");
+  n->fx_region = "<eval_with_key>.42";
+  n = &b.Op("Cos", {"emb"}, {"cos0"}, "cos");
+  n->fx_region = "<eval_with_key>.42";
+  n = &b.Op("Mul", {"cos0", "scale"}, {"cos"}, "cos_scale");
+  n->fx_region = "<eval_with_key>.42";
+  n = &b.Op("Sin", {"emb"}, {"sin0"}, "sin");
+  n->fx_region = "<eval_with_key>.42";
+  n = &b.Op("Mul", {"sin0", "scale"}, {"sin"}, "sin_scale");
+  n->fx_region = "<eval_with_key>.42";
+  b.Op("Add", {"cos", "sin"}, {"out"}, "after");
+  b.Output("out");
+  const Schedule s = testing_util::InferenceScheduleOf(b, 8);
+  EXPECT_EQ(Held(s, "emb"), OpIndex(s, "sin_scale"));
+  EXPECT_EQ(Held(s, "cos0"), -1);
+  EXPECT_EQ(Held(s, "sin0"), -1);
+}
+
 TEST(PythonLocals, HeldLocalsRaiseTheInferencePeak) {
   // Batch 1024: every tensor 1 MiB. Without stack traces h0 dies at line
   // 21 and a at 22; held by their names, both live through line 23, where
