@@ -440,14 +440,19 @@ TEST(RnnPlan, ForwardAndBackwardPeaksOfOneCall) {
             P + X + Y + reserve + P + ws_block + 4 * hy + X + 512);
 }
 
-// The training schedule of a 2-layer LSTM module (batch 4) at `p`.
-Result<Schedule> TwoLayerLstmSchedule(Precision p) {
-  GraphBuilder b = LstmModule(2, 16, 32, 64, false);
-  Infer(&b, 4);
+// The training schedule of `b` at batch 4 and `p`.
+Result<Schedule> TrainSchedule(GraphBuilder* b, Precision p) {
+  Infer(b, 4);
   PlanOptions o;
   o.mode = Mode::kTrain;
   o.precision = p;
-  return BuildSchedule(b.g, o);
+  return BuildSchedule(b->g, o);
+}
+
+// The training schedule of a 2-layer LSTM module (batch 4) at `p`.
+Result<Schedule> TwoLayerLstmSchedule(Precision p) {
+  GraphBuilder b = LstmModule(2, 16, 32, 64, false);
+  return TrainSchedule(&b, p);
 }
 
 // Under autocast the call runs in float16 (AutocastRNN.cpp casts to at::kHalf
@@ -504,11 +509,7 @@ TEST(RnnSchedule, RnnRunsInFloat16UnderAutocast) {
     for (Node& n : b.g.nodes) {
       if (!n.modules_known) n.modules_known = true;
     }
-    Infer(&b, 4);
-    PlanOptions o;
-    o.mode = Mode::kTrain;
-    o.precision = p;
-    auto s = BuildSchedule(b.g, o);
+    auto s = TrainSchedule(&b, p);
     ASSERT_TRUE(s.ok()) << s.message();
     const Schedule& sc = s.value();
     const int y = b.g.Find("y");
@@ -543,11 +544,7 @@ TEST(RnnSchedule, RnnRunsInFloat16UnderAutocast) {
 TEST(RnnSchedule, DropoutStatesComeBeforeTheAutocastCasts) {
   for (Precision p : {Precision::kAmpBf16, Precision::kFp32}) {
     GraphBuilder b = LstmModule(2, 16, 32, 64, true);
-    Infer(&b, 4);
-    PlanOptions o;
-    o.mode = Mode::kTrain;
-    o.precision = p;
-    auto s = BuildSchedule(b.g, o);
+    auto s = TrainSchedule(&b, p);
     ASSERT_TRUE(s.ok()) << s.message();
     int with_states = -1;
     int lstm = -1;
