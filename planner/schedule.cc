@@ -416,16 +416,28 @@ constexpr int64_t kHalfPatchCopyMinFilters = 512;
 constexpr int64_t kHalfPatchCopyMinPatch = 32;
 constexpr int64_t kFp32PatchSplitKMinBatch = 96;
 constexpr int64_t kFp32PatchSplitKMinRows = 24576;
+constexpr int64_t kFp32PatchSplitKMinPatch = 14;
+constexpr int64_t kFp32PatchSplitKMaxPatch = 16;
 
-// The fp32 patch embedding's split-K partial weight gradients (see above).
+// The fp32 patch embedding's split-K partial weight gradients (see above):
+// how many channel-padded weights they take, by filter count.
 int64_t Fp32PatchSplitKBytes(const Val& x, const Val& w, int64_t padded_w_bytes) {
+  struct Partials {
+    int64_t filters;
+    int64_t weights;
+  };
+  constexpr Partials kMeasured[] = {{384, 120}, {512, 7}};
   const int64_t patch = std::max(w.shape[2], w.shape[3]);
-  if (x.shape[0] < kFp32PatchSplitKMinBatch || patch < 14 || patch > 16) return 0;
+  if (x.shape[0] < kFp32PatchSplitKMinBatch || patch < kFp32PatchSplitKMinPatch ||
+      patch > kFp32PatchSplitKMaxPatch) {
+    return 0;
+  }
   const int64_t rows =
       SatMulNonNeg(x.shape[0], SatMulNonNeg(x.shape[2] / w.shape[2], x.shape[3] / w.shape[3]));
   if (rows < kFp32PatchSplitKMinRows) return 0;
-  if (w.shape[0] == 384) return SatMulNonNeg(120, padded_w_bytes);
-  if (w.shape[0] == 512) return SatMulNonNeg(7, padded_w_bytes);
+  for (const Partials& p : kMeasured) {
+    if (w.shape[0] == p.filters) return SatMulNonNeg(p.weights, padded_w_bytes);
+  }
   return 0;
 }
 
