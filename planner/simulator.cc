@@ -382,7 +382,7 @@ void Simulator::Loss() {
   held_.clear();
 }
 
-void Simulator::AddGrad(int val, int g) {
+void Simulator::AddGrad(int val, int g, bool is_view) {
   if (g < 0) return;
   const Val& v = s_.vals[val];
   if (!v.requires_grad) {
@@ -418,7 +418,7 @@ void Simulator::AddGrad(int val, int g) {
     Retag(g, Category::kGradients);
     if (storages[g].param < 0) storages[g].param = param_index_[val];
   }
-  if (storages[g].grad_is_view) view_grad_vals_.insert(val);
+  if (is_view) view_grad_vals_.insert(val);
   grad_of_[val] = g;
 }
 
@@ -630,7 +630,6 @@ void Simulator::Backward() {
           }
           Ref(out_grad);
           produced.emplace_back(op.in[i], out_grad);
-          if (op.grad_is_view) storages[out_grad].grad_is_view = true;
           // A transpose's backward hands its input the gradient transposed:
           // for a contiguous input, a gradient laid out for another order;
           // transposed again, back in order.
@@ -780,7 +779,9 @@ void Simulator::Backward() {
     }
     for (int st : saved_storages_[k]) Unref(st);
     saved_storages_[k].clear();
-    for (const auto& p : produced) AddGrad(p.first, p.second);
+    // A view op's backward hands its input a view of the incoming gradient.
+    for (const auto& p : produced)
+      AddGrad(p.first, p.second, op.grad_is_view && p.second == out_grad);
     if (op.segment >= 0 && seg_first_[op.segment] == static_cast<int>(k)) {
       ReleaseSegment(op.segment);
     }
@@ -1001,10 +1002,10 @@ bool Simulator::EmitIterationState(Emit&& emit) const {
   for (size_t st = 0; st < storages.size(); ++st) {
     if (!kept(static_cast<int>(st))) continue;
     const Storage& x = storages[st];
-    for (int64_t v : {static_cast<int64_t>(st), x.bytes, EventId(static_cast<int>(st)),
-                      int64_t{x.refs}, int64_t{x.rule}, int64_t{x.param},
-                      static_cast<int64_t>(x.cat), static_cast<int64_t>(x.first_cat),
-                      int64_t{x.live ? 1 : 0}, int64_t{x.grad_is_view ? 1 : 0}}) {
+    for (int64_t v :
+         {static_cast<int64_t>(st), x.bytes, EventId(static_cast<int>(st)), int64_t{x.refs},
+          int64_t{x.rule}, int64_t{x.param}, static_cast<int64_t>(x.cat),
+          static_cast<int64_t>(x.first_cat), int64_t{x.live ? 1 : 0}}) {
       if (!emit(v)) return false;
     }
   }

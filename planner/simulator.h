@@ -33,10 +33,6 @@ struct Storage {
   Category cat = Category::kTransients;        // Current (after retags).
   Category first_cat = Category::kTransients;  // At allocation.
   bool live = false;
-  /// The gradient it holds reached its tensor through a view op's backward
-  /// (ExecOp::grad_is_view): a view of another gradient, which autograd's
-  /// InputBuffer never adds to in place.
-  bool grad_is_view = false;
 };
 static_assert(sizeof(Storage) <= 24, "Storage is held per allocation: keep it small");
 
@@ -306,7 +302,8 @@ class Simulator {
   void Backward();
   void OptimizerStep(bool first);
   void ReleaseForward();
-  void AddGrad(int val, int grad_storage);
+  /// `is_view`: the gradient is a view of another (a view op's backward).
+  void AddGrad(int val, int grad_storage, bool is_view);
   // The gradients of a grad_in_weight_pass op's weights: one allocation
   // each, or one for all (flat_weight_grads).
   void WeightPassGrads(const ExecOp& op, std::vector<std::pair<int, int>>* produced);
