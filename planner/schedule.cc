@@ -130,6 +130,14 @@ namespace {
 
 bool IsHalf(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
 
+// Whether autocast's cached_cast (aten/src/ATen/autocast_mode.h) copies a
+// tensor of dtype `have` to `to`: every floating tensor but a double whose
+// dtype is not the target (float32, and the other half type: a cuDNN RNN's
+// float16 output under bf16 autocast).
+bool AutocastCopies(DType have, DType to) {
+  return IsFloat(have) && have != to && have != DType::kDouble;
+}
+
 DType HalfType(Precision p) {
   return (p == Precision::kAmpFp16 || p == Precision::kFp16) ? DType::kFloat16 : DType::kBFloat16;
 }
@@ -1057,7 +1065,7 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
   // them until the op returns, after a contiguous copy the op made of one
   // (the H100 trace of lstm_lm_g amp_bf16: the head's bfloat16 copy of the
   // LSTM's float16 output dies after the product and its workspace).
-  std::vector<int> autocast_casts;
+  std::vector<bool> autocast_cast(in.size(), false);
   // Autocast input casts, last argument first: autocast's wrapper expands
   // cached_cast(args)... inside the call to the op (WrapFunction_,
   // aten/src/ATen/autocast_mode.h), and GCC evaluates call arguments right to
@@ -1068,20 +1076,17 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
     for (size_t i = in.size(); i-- > 0;) {
       if (in[i] < 0 || int8_weight[i] || !IsFloat(s_.vals[in[i]].dtype)) continue;
       const DType have = s_.vals[in[i]].dtype;
-      // cached_cast casts every floating tensor but a double whose dtype is
-      // not the target: float32, and the other half type (a cuDNN RNN's
-      // float16 output under bf16 autocast).
-      if (ac == Autocast::kLowPrecision && have != half && have != DType::kDouble) {
+      if (ac == Autocast::kLowPrecision && AutocastCopies(have, half)) {
         // cached_cast (aten/src/ATen/autocast_mode.cpp) caches the copy of a
         // leaf that requires grad only: a frozen weight is cast at each use;
         // under torch.no_grad() a trained one still has requires_grad set.
         const Val& root = s_.vals[Root(in[i])];
         const bool weight = root.is_param && root.trainable_param;
         in[i] = CastVal(in[i], half, weight, "autocast(" + label + ")");
-        if (!weight) autocast_casts.push_back(in[i]);
+        autocast_cast[i] = !weight;
       } else if (ac == Autocast::kFp32 && IsHalf(have)) {
         in[i] = CastVal(in[i], DType::kFloat, false, "autocast(" + label + ")");
-        autocast_casts.push_back(in[i]);
+        autocast_cast[i] = true;
       }
     }
   }
@@ -1107,10 +1112,7 @@ void Builder::AddCompute(const std::string& op_type, const std::string& label, i
       if (i == 0 && def->contiguous_in_kernel) {
         in_kernel_copy = BytesOf(v.shape, v.dtype);
       } else {
-        if (std::find(autocast_casts.begin(), autocast_casts.end(), in[i]) !=
-            autocast_casts.end()) {
-          held_casts.push_back(in[i]);
-        }
+        if (autocast_cast[i]) held_casts.push_back(in[i]);
         in[i] = ContiguousCopy(in[i], "contiguous(" + label + ")");
       }
     }
@@ -1872,8 +1874,7 @@ void Builder::AppendRnn(const RnnRegion& r, const std::string& label) {
   // copies the weights into a flat half buffer first, then passes
   // cached_cast(input) to _cudnn_rnn (an H200 trace of lstm_tagger
   // amp_bf16: the 3.8 MiB flat weights, then the 4.5 MiB input).
-  const bool cast_input = amp && IsFloat(s_.vals[x].dtype) && s_.vals[x].dtype != half &&
-                          s_.vals[x].dtype != DType::kDouble;
+  const bool cast_input = amp && AutocastCopies(s_.vals[x].dtype, half);
   const std::vector<int64_t> xshape = s_.vals[x].shape;
   RnnCall c;
   c.mode = first.op_type;
