@@ -21,7 +21,9 @@ struct Execution {
 }  // namespace
 
 void MarkPythonLocals(const Graph& g, Schedule* s) {
-  if (g.stacks.empty()) return;
+  const bool traced_regions = std::any_of(g.nodes.begin(), g.nodes.end(),
+                                          [](const Node& node) { return !node.fx_region.empty(); });
+  if (g.stacks.empty() && !traced_regions) return;
   const int n = static_cast<int>(s->ops.size());
   // Each op's node: its own (or the one whose processing made it), else
   // the next op's (casts and copies run for the op after them).

@@ -19,9 +19,11 @@ namespace memplan {
 /// targets of the line's assignment (one name: all of it; as many names as
 /// values: in order; else each value goes with the first of the names to be
 /// bound again). Nodes without a usable stack belong to the statement
-/// before them, synthetic ops to the op after them. Never shortens a
-/// lifetime; graphs without stack traces (TorchScript exports) are left
-/// alone.
+/// before them, synthetic ops to the op after them. A region the exporter
+/// traced into a subgraph (Node::fx_region) has no Python lines of its own:
+/// a value two of its ops read is held until the region ends. Never
+/// shortens a lifetime; graphs without stack traces (TorchScript exports)
+/// are left alone.
 void MarkPythonLocals(const Graph& g, Schedule* s);
 
 }  // namespace memplan
