@@ -339,6 +339,15 @@ std::vector<StepEvent> FirstStepEvents(const Plan& p) {
   return out;
 }
 
+// The backward allocations (+bytes) and frees (-bytes) one node's op made.
+std::vector<int64_t> BackwardEventsOf(const std::vector<StepEvent>& ev, const std::string& node) {
+  std::vector<int64_t> bytes;
+  for (const StepEvent& e : ev) {
+    if (e.node == node && e.phase == Phase::kBackward) bytes.push_back(e.bytes);
+  }
+  return bytes;
+}
+
 // A cat of a bfloat16 and a float32 tensor under autocast writes float32;
 // its backward hands each input a slice of the float32 gradient, which the
 // autograd engine casts to the input's dtype before the next function runs
@@ -569,13 +578,7 @@ TEST(Plan, ATransposedGradientIsCopiedByConvolutionAndLayerNorm) {
   o.keep_events = true;
   const std::vector<StepEvent> ev = FirstStepEvents(PlanOf(b, 4, o));
   const int64_t n = 4 * 32 * 38 * 4;  // c0, ln and r
-  auto backward_of = [&](const std::string& node) {
-    std::vector<int64_t> bytes;
-    for (const StepEvent& e : ev) {
-      if (e.node == node && e.phase == Phase::kBackward) bytes.push_back(e.bytes);
-    }
-    return bytes;
-  };
+  auto backward_of = [&](const std::string& node) { return BackwardEventsOf(ev, node); };
   // conv0 (no input gradient): the output gradient's copy, the weight
   // gradient, the workspace; then the copy and the incoming gradient go.
   const int64_t dw0 = 32 * 16 * 3 * 4;
@@ -625,13 +628,7 @@ TEST(Plan, AnEmbeddingCopiesATransposedGradient) {
   PlanOptions o = Train(Optimizer::kSgd);
   o.keep_events = true;
   const std::vector<StepEvent> ev = FirstStepEvents(PlanOf(b, 4, o));
-  auto backward_of = [&](const std::string& node) {
-    std::vector<int64_t> bytes;
-    for (const StepEvent& e : ev) {
-      if (e.node == node && e.phase == Phase::kBackward) bytes.push_back(e.bytes);
-    }
-    return bytes;
-  };
+  auto backward_of = [&](const std::string& node) { return BackwardEventsOf(ev, node); };
   const int64_t grad = 4 * 12 * 16 * 4;
   const std::vector<int64_t> emb = backward_of("emb");
   ASSERT_GE(emb.size(), 2u);
