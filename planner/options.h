@@ -201,7 +201,8 @@ struct AllocatorConfig {
 
 /// Which copies cuDNN's fp32 convolution engines make: its heuristics pick,
 /// per shape, engines that copy input, weight and output, or input and weight
-/// only (then unstrided 1x1 weight gradients copy all three). kBoth plans
+/// only (then grouped unstrided 1x1 weight gradients copy all three; ungrouped
+/// ones follow UnitConvWeightGradBytes in both). kBoth plans
 /// both and keeps the one that needs more device memory.
 enum class Fp32ConvCopies { kBoth, kAll, kInputOnly };
 

@@ -204,6 +204,18 @@ const OpDef* PassthroughMatMul() {
 // convolution (320 to 1280 channels at 7x7) takes 100 MiB at batch 64 and
 // 12.5 MiB at batch 8 (traces in bench/results/traces/), resnet50's last
 // (512 to 2048) copies. Over one pixel (squeeze-excitation) it takes none.
+// float32 takes the same two engines (copies of N * H * W * (C + K) * 4
+// bytes) by another boundary: over the 574 fp32 shapes of
+// cudnn_1x1_ws_h200.jsonl 469 split, and splitting while the partials take
+// at most 48 MiB or no more than the copies, copying past that, matches
+// 511 within 2 MiB or 10 % (59 under, mostly copies that take 2-8 MiB more
+// than x and y; 4 over). Inputs of 32 channels or fewer over 25088
+// positions or more (N * H * W) copy below batch 64: mobilenet_v2's
+// expansions (16 -> 96 at 112x112: 173 MiB at batch 32 in
+// traces/mobilenet_v2_train_32_fp32.json.gz, none at batch 64 in the
+// batch-64 trace), the grid's 24- and 32-channel rows at batches 8 and 32.
+// resnext_h's 512 -> 1024 at 11x11 (batch 24 fp32, its H100 trace) takes
+// the 48 MiB of partials.
 int64_t UnitConvWeightGradBytes(const Val& x, const Val& w) {
   int64_t pixels = 1;
   for (size_t d = 2; d < x.shape.size(); ++d) pixels = SatMulNonNeg(pixels, x.shape[d]);
@@ -211,12 +223,25 @@ int64_t UnitConvWeightGradBytes(const Val& x, const Val& w) {
   const int64_t n = x.shape[0];
   const int64_t c = x.shape[1];
   const int64_t k = w.shape[0];
+  int64_t elem = 0;
+  DTypeBytes(x.dtype, 1, &elem);
+  const int64_t split_k = SatMulNonNeg(SatMulNonNeg(SatMulNonNeg(n, k), c), 4);
+  const int64_t copies = SatMulNonNeg(SatMulNonNeg(SatMulNonNeg(n, pixels), SatAdd(c, k)), elem);
+  if (elem == 4) {
+    constexpr int64_t kFp32SplitKFreeBytes = 48LL << 20;
+    constexpr int64_t kFp32NarrowChannels = 32;
+    constexpr int64_t kFp32NarrowCopyingPositions = 25088;
+    constexpr int64_t kFp32NarrowSplitKBatch = 64;
+    if (c <= kFp32NarrowChannels && n < kFp32NarrowSplitKBatch &&
+        SatMulNonNeg(n, pixels) >= kFp32NarrowCopyingPositions) {
+      return copies;
+    }
+    return split_k <= kFp32SplitKFreeBytes || split_k <= copies ? split_k : copies;
+  }
   constexpr int64_t kSplitKMaxChannels = 576;
   constexpr int64_t kSplitKMaxWeights = 1LL << 19;
-  if (c <= kSplitKMaxChannels && SatMulNonNeg(c, k) <= kSplitKMaxWeights) {
-    return SatMulNonNeg(SatMulNonNeg(SatMulNonNeg(n, k), c), 4);
-  }
-  return SatMulNonNeg(SatMulNonNeg(SatMulNonNeg(n, pixels), SatAdd(c, k)), 2);
+  if (c <= kSplitKMaxChannels && SatMulNonNeg(c, k) <= kSplitKMaxWeights) return split_k;
+  return copies;
 }
 
 // The forward of an unstrided 1x1 convolution in 16 bits: cuDNN's
@@ -548,10 +573,10 @@ void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies 
     if (elem == 2 && groups == 1 && UnitConvCopiesInForward(x, w)) {
       op->fwd_workspace = SatAdd(BytesOf(x.shape, x.dtype), y.bytes);
     }
-    if (input_only && w.requires_grad) {
+    if (input_only && groups != 1 && w.requires_grad) {
       op->bwd_weight_workspace = SatAdd(SatAdd(BytesOf(x.shape, x.dtype), y.bytes), w.bytes);
     }
-    if (elem == 2 && groups == 1 && w.requires_grad) {
+    if ((elem == 2 || elem == 4) && groups == 1 && w.requires_grad) {
       op->bwd_weight_workspace = UnitConvWeightGradBytes(x, w);
     }
     return;

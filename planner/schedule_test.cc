@@ -1114,8 +1114,10 @@ TEST(ScheduleConv, CudnnWorkspacesCopyInputWeightAndOutput) {
   // The graph input needs no gradient: only the weight-gradient pass.
   EXPECT_EQ(conv1->bwd_workspace, 0);
   EXPECT_EQ(conv1->bwd_weight_workspace, x + a + w1 + (4 << 20));
-  // Unstrided 1x1 and depthwise: none.
-  EXPECT_EQ(pw->fwd_workspace + pw->bwd_workspace + pw->bwd_weight_workspace, 0);
+  // Unstrided 1x1: no copies; its weight gradient sums one float32 partial
+  // per image (UnitConvWeightGradBytes). Depthwise: none.
+  EXPECT_EQ(pw->fwd_workspace + pw->bwd_workspace, 0);
+  EXPECT_EQ(pw->bwd_weight_workspace, 8 * 16 * 16 * 4);
   EXPECT_EQ(dw->fwd_workspace + dw->bwd_workspace + dw->bwd_weight_workspace, 0);
   const int64_t c = a, y = 8 * 32 * 16 * 16 * 4, w4 = 32 * 16 * 9 * 4;
   EXPECT_EQ(st->fwd_workspace, c + y + w4);
@@ -1228,7 +1230,39 @@ TEST(ScheduleConv, HalfPrecisionUnitConvWeightGradientSplitsOverImagesOrCopies) 
   GraphBuilder f = graph();
   auto sf = Build(&f, 8, Precision::kFp32);
   ASSERT_TRUE(sf.ok()) << sf.message();
-  EXPECT_EQ(OpOfNode(sf.value(), f.g, "expand")->bwd_weight_workspace, 0);
+  EXPECT_EQ(OpOfNode(sf.value(), f.g, "expand")->bwd_weight_workspace, 8LL * 1280 * 320 * 4);
+}
+
+// fp32 unstrided 1x1 weight gradients (bench/results/cudnn_1x1_ws_h200.jsonl,
+// 574 shapes): one float32 partial per image up to 48 MiB of them or while
+// they are no larger than copies of x and y; past that the copying engine;
+// 32 input channels or fewer over 25088 positions or more copy below batch 64
+// (mobilenet_v2's expansions, traced at batch 32; split at 64 and 128).
+TEST(ScheduleConv, Fp32UnitConvWeightGradientSplitsOverImagesOrCopies) {
+  auto graph = [](int64_t c, int64_t k, int64_t side) {
+    GraphBuilder b;
+    b.Input("x", {S("N"), D(c), D(side), D(side)});
+    b.Init("W", {k, c, 1, 1});
+    b.Op("Conv", {"x", "W"}, {"y"}, "pw");
+    b.Output("y");
+    return b;
+  };
+  auto workspace = [&](int64_t n, int64_t c, int64_t k, int64_t side) -> int64_t {
+    GraphBuilder b = graph(c, k, side);
+    auto s = Build(&b, n, Precision::kFp32);
+    if (!s.ok()) return -1;
+    return OpOfNode(s.value(), b.g, "pw")->bwd_weight_workspace;
+  };
+  // resnext_h's 512 -> 1024 at 11x11, batch 24: 48 MiB of partials (traced).
+  EXPECT_EQ(workspace(24, 512, 1024, 11), 24LL * 1024 * 512 * 4);
+  // 1024 -> 512 at 7x7, batch 128: 256 MiB of partials against 36.75 MiB of copies.
+  EXPECT_EQ(workspace(128, 1024, 512, 7), 128LL * 49 * (1024 + 512) * 4);
+  // Past 48 MiB but smaller than the copies: still split.
+  EXPECT_EQ(workspace(64, 1024, 256, 28), 64LL * 256 * 1024 * 4);
+  // Narrow inputs over many positions: copies below batch 64, split from it.
+  EXPECT_EQ(workspace(32, 16, 96, 112), 32LL * 112 * 112 * (16 + 96) * 4);
+  EXPECT_EQ(workspace(64, 16, 96, 112), 64LL * 96 * 16 * 4);
+  EXPECT_EQ(workspace(8, 16, 96, 40), 8LL * 96 * 16 * 4);
 }
 
 // The forward of an unstrided 16-bit 1x1 convolution copies its input and
