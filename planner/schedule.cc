@@ -195,15 +195,21 @@ const OpDef* PassthroughMatMul() {
 // float32 [K, C] partial sum per image, then adds them (a workspace of
 // N * K * C * 4 bytes), or one that copies the input and the output gradient
 // (N * H * W * (C + K) * 2). Which one depends on the shape in a way cuDNN
-// does not document; measured on the H200 over 468 shapes
-// (bench/results/cudnn_1x1_wgrad_h200.jsonl, cudnn_ws_grid_h200.jsonl,
-// cudnn_ws_models_h200.jsonl), the split-K engine runs where the input has
-// at most 576 channels and K * C <= 2^19, the copying one elsewhere: 414 of
-// the 468 within 1 MiB or 10 %, 33 under (by at most 102 MiB: 16-channel
-// convolutions over 112x112 pixels that copy), 21 over. mobilenet_v2's last
-// convolution (320 to 1280 channels at 7x7) takes 100 MiB at batch 64 and
-// 12.5 MiB at batch 8 (traces in bench/results/traces/), resnet50's last
-// (512 to 2048) copies. Over one pixel (squeeze-excitation) it takes none.
+// does not document. Measured over 941 bf16 2-D shapes on the H200 and the
+// H100 (bench/results/cudnn_1x1_wgrad_h200.jsonl, cudnn_1x1_ws_h200.jsonl,
+// cudnn_1x1_wgrad_wide_h100.jsonl; batches 4 to 128, 5x5 to 64x64 pixels):
+// the split-K engine runs where its partials take at most 1.5 times the
+// copies, and for inputs of at most 576 channels with K * C <= 2^19 also
+// while they take at most 100 MiB or 4 times the copies; the copying one
+// elsewhere. That puts 846 of the 941 within 2 MiB or 10 % (41 under, 54
+// over), where "split-K exactly for those narrow inputs" put 571 (49 under,
+// 321 over: the large batches copy). mobilenet_v2's last convolution (320
+// to 1280 channels at 7x7) takes 100 MiB at batch 64 and 12.5 MiB at batch 8
+// (traces in bench/results/traces/), resnet50's last (512 to 2048) copies,
+// resnext_h's 512 -> 1024 at 11x11 copies at batch 96 (34.9 MiB in its
+// bf16 H100 trace, 192 MiB of partials), DeepLabV3's ASPP projection (2048
+// to 256 at 32x32, batch 12) takes its 24 MiB of partials. Over one pixel
+// (squeeze-excitation) it takes none.
 // float32 takes the same two engines (copies of N * H * W * (C + K) * 4
 // bytes) by another boundary: over the 574 fp32 shapes of
 // cudnn_1x1_ws_h200.jsonl 469 split, and splitting while the partials take
@@ -240,7 +246,12 @@ int64_t UnitConvWeightGradBytes(const Val& x, const Val& w) {
   }
   constexpr int64_t kSplitKMaxChannels = 576;
   constexpr int64_t kSplitKMaxWeights = 1LL << 19;
-  if (c <= kSplitKMaxChannels && SatMulNonNeg(c, k) <= kSplitKMaxWeights) return split_k;
+  constexpr int64_t kHalfNarrowSplitKBytes = 100LL << 20;
+  if (SatMulNonNeg(split_k, 2) <= SatMulNonNeg(copies, 3)) return split_k;
+  const bool narrow = c <= kSplitKMaxChannels && SatMulNonNeg(c, k) <= kSplitKMaxWeights;
+  if (narrow && (split_k <= kHalfNarrowSplitKBytes || split_k <= SatMulNonNeg(copies, 4))) {
+    return split_k;
+  }
   return copies;
 }
 

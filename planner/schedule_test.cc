@@ -1194,10 +1194,9 @@ TEST(ScheduleConv, Fp32Conv1dCopiesAllThreeUnderEitherEngineKind) {
 }
 
 // The weight gradient of an unstrided 16-bit 1x1 convolution: cuDNN splits
-// it over the images (N float32 [K, C] partial sums) up to 576 input channels
-// and K * C <= 2^19, else copies the input and the output gradient
-// (cudnn_1x1_wgrad_h200.jsonl); over one pixel it takes none; in fp32 the
-// unstrided 1x1 weight gradient takes none either (kAll engines).
+// it over the images (N float32 [K, C] partial sums) or copies the input and
+// the output gradient (UnitConvWeightGradBytes); over one pixel it takes
+// none; in fp32 the expansion's partials are within 48 MiB.
 TEST(ScheduleConv, HalfPrecisionUnitConvWeightGradientSplitsOverImagesOrCopies) {
   auto graph = [] {
     GraphBuilder b;
@@ -1231,6 +1230,35 @@ TEST(ScheduleConv, HalfPrecisionUnitConvWeightGradientSplitsOverImagesOrCopies) 
   auto sf = Build(&f, 8, Precision::kFp32);
   ASSERT_TRUE(sf.ok()) << sf.message();
   EXPECT_EQ(OpOfNode(sf.value(), f.g, "expand")->bwd_weight_workspace, 8LL * 1280 * 320 * 4);
+}
+
+// 16-bit unstrided 1x1 weight gradients (941 bf16 shapes of the 1x1 grids):
+// split-K while the partials take at most 1.5 times the copies of x and dy,
+// and for inputs of at most 576 channels with K * C <= 2^19 also up to 100
+// MiB or 4 times the copies; else the copies.
+TEST(ScheduleConv, HalfPrecisionUnitConvWeightGradientBoundary) {
+  auto workspace = [](int64_t n, int64_t c, int64_t k, int64_t side) -> int64_t {
+    GraphBuilder b;
+    b.Input("x", {S("N"), D(c), D(side), D(side)});
+    b.Init("W", {k, c, 1, 1});
+    b.Op("Conv", {"x", "W"}, {"y"}, "pw");
+    b.Output("y");
+    auto s = Build(&b, n, Precision::kBf16);
+    if (!s.ok()) return -1;
+    return OpOfNode(s.value(), b.g, "pw")->bwd_weight_workspace;
+  };
+  // mobilenet_v2's last convolution: 100 MiB of partials at batch 64
+  // (traced), the copies at 128 (grid).
+  EXPECT_EQ(workspace(64, 320, 1280, 7), 64LL * 1280 * 320 * 4);
+  EXPECT_EQ(workspace(128, 320, 1280, 7), 128LL * 49 * (320 + 1280) * 2);
+  // resnext_h's 512 -> 1024 at 11x11, batch 96: copies (traced), where the
+  // partials would take 192 MiB.
+  EXPECT_EQ(workspace(96, 512, 1024, 11), 96LL * 121 * (512 + 1024) * 2);
+  // DeepLabV3's ASPP projection, 2048 -> 256 at 32x32, batch 12: 24 MiB of
+  // partials (traced), though 2048 input channels.
+  EXPECT_EQ(workspace(12, 2048, 256, 32), 12LL * 256 * 2048 * 4);
+  // A wide input over few pixels copies: 1024 -> 256 at 14x14, batch 8.
+  EXPECT_EQ(workspace(8, 1024, 256, 14), 8LL * 196 * (1024 + 256) * 2);
 }
 
 // fp32 unstrided 1x1 weight gradients (bench/results/cudnn_1x1_ws_h200.jsonl,
