@@ -7,12 +7,17 @@ autograd calls it (input and weight gradient together). One JSON line per
 candidates: N*K*C*4 (split-K over the images, float32 partial sums) and
 x + dy (the engine that copies both).
 
-Usage (GPU machine): python3 bench/cudnn_1x1_wgrad.py OUT.jsonl [wide]
+Usage (GPU machine): python3 bench/cudnn_1x1_wgrad.py OUT.jsonl [wide|check]
 
 `wide`: the inputs of more than 576 channels over larger images (16x16 to
 64x64, batches 4 to 16, bf16), as segmentation heads run them (DeepLabV3's
 ASPP: 2048 to 256 channels, then 1280 to 256, at 32x32), where the first grid
 had only the classifier stages' 7x7 and 14x14.
+
+`check`: a held-out set for the rules fitted on the grids (UnitConvWeightGradBytes,
+planner/schedule.cc): channel pairs, resolutions and batches none of the grids
+has (ResNeXt, RegNet and EfficientNet-like widths; 9x9 to 38x38; batches 16,
+48 and 96), bf16 and fp32.
 """
 import itertools
 import json
@@ -65,10 +70,28 @@ def main_wide(out):
         out.flush()
 
 
+CHECK_PAIRS = [(96, 384), (384, 96), (176, 704), (704, 176), (448, 1792), (1792, 448),
+               (112, 448), (368, 1472), (1536, 384), (640, 160), (72, 288), (1008, 252)]
+
+
+def main_check(out):
+    for (c, k), hw, n, dt in itertools.product(CHECK_PAIRS, [9, 11, 12, 16, 19, 24, 38],
+                                               [16, 48, 96], [torch.bfloat16, torch.float32]):
+        try:
+            out.write(json.dumps(measure(n, c, k, hw, dt, 2)) + "\n")
+        except Exception as e:  # noqa: BLE001 - record and go on
+            out.write(json.dumps(dict(shape=[n, c, k, hw, 2], dtype=str(dt),
+                                      error=repr(e)[:200])) + "\n")
+        out.flush()
+
+
 def main():
     out = open(sys.argv[1], "w")
     if sys.argv[2:] == ["wide"]:
         main_wide(out)
+        return
+    if sys.argv[2:] == ["check"]:
+        main_check(out)
         return
     for (c, k, hw), n, dt, dims in itertools.product(
             PAIRS, [8, 32, 64, 128], [torch.bfloat16, torch.float16], [2, 1]):
