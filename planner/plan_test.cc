@@ -418,6 +418,38 @@ TEST(Plan, ConvolutionBackwardRunsTheDataPassBeforeTheWeightPass) {
   EXPECT_EQ(c2[5], -c2[4]);
 }
 
+// native_group_norm allocates Y, then mean and rstd (saved), then the scale
+// and shift a, b, freed b first; its backward dX, dgamma, dbeta, then ds, db,
+// then c2, c3, c1, which go before ds and db (group_norm_kernel.cu; each its
+// own block, as wav2vec2_cls's b512 amp_bf16 trace shows). x [2, 8, 4, 4]
+// fp32, 4 groups.
+TEST(Plan, GroupNormKernelTensorsComeInTheKernelsOrder) {
+  GraphBuilder b;
+  b.Input("x", {S("N"), D(8), D(4), D(4)});
+  b.Init("W", {8, 8, 1, 1});
+  b.Init("s", {8});
+  b.Init("bias", {8});
+  b.Op("Conv", {"x", "W"}, {"c"}, "conv");
+  b.Op("GroupNormalization", {"c", "s", "bias"}, {"logits"}, "gn").attrs["num_groups"] =
+      IntAttr(4);
+  b.Output("logits");
+  PlanOptions o = Train(Optimizer::kSgd);
+  o.keep_events = true;
+  const Plan p = PlanOf(b, 2, o);
+  std::vector<int64_t> forward;
+  for (const StepEvent& ev : FirstStepEvents(p)) {
+    if (ev.phase == Phase::kForward && ev.node == "gn") forward.push_back(ev.bytes);
+  }
+  const int64_t y = 2 * 8 * 16 * 4, stat = 2 * 4 * 4, nc = 2 * 8 * 4;
+  EXPECT_EQ(forward, (std::vector<int64_t>{y, stat, stat, nc, nc, -nc, -nc}));
+  const std::vector<int64_t> backward = BackwardEventsOf(FirstStepEvents(p), "gn");
+  const int64_t w = 8 * 4;
+  ASSERT_GE(backward.size(), 14u);
+  EXPECT_EQ(std::vector<int64_t>(backward.begin(), backward.begin() + 14),
+            (std::vector<int64_t>{y, w, w, nc, nc, stat, stat, nc, -nc, -stat, -stat, -nc,
+                                  -nc, -y}));
+}
+
 // The forward thread's cuBLAS workspace is made inside the first GEMM, after
 // that GEMM's output (getCurrentCUDABlasHandle; H200 trace gru_lm b19
 // amp_bf16: the head's 23.2 MiB logits, then the 32 MiB).

@@ -624,26 +624,52 @@ void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies 
   }
 }
 
-// native_group_norm on CUDA (aten/src/ATen/native/cuda/group_norm_kernel.cu):
-// the forward writes mean and rstd of [N, G] in the input's dtype (with
-// float32 copies for half inputs) and, with weight and bias, folds them into
-// per-channel scale and shift of [N, C] in the accumulation type (float32
-// for half inputs) that die with the kernel. The backward, after dX, dgamma
-// and dbeta, takes ds, db and c1 of [N, C] and c2, c3 of [N, G].
+// native_group_norm on CUDA (aten/src/ATen/native/cuda/group_norm_kernel.cu),
+// each tensor an allocation of its own. Forward: Y, then mean and rstd of
+// [N, G] in the input's dtype (the op's outputs: saved for backward, else
+// dropped when it returns), float32 copies of them for 16-bit inputs, and
+// with weight or bias, over more than one position, the per-channel scale
+// and shift a, b of [N, C] in the accumulation type (float32 for 16-bit
+// inputs); the kernel frees them last first. Backward, after dX, dgamma and
+// dbeta: ds and db of [N, C] (over more than one position), then for dX c2
+// and c3 of [N, G] and, with a weight, c1 of [N, C]; c3, c2, c1 go when dX
+// is made, db and ds at the end. wav2vec2_cls's first GroupNorm at batch 512
+// (amp_bf16 trace in bench/results/traces/whatif/: 512 channels and groups)
+// allocates mean, rstd, a and b as four 1 MiB blocks, which PyTorch's caching
+// allocator takes from its small pool.
 void GroupNormWorkspaces(const Val& x, int64_t groups, bool affine, ExecOp* op) {
+  op->fwd_workspace = 0;
+  op->bwd_workspace = 0;
+  op->fwd_kernel_temp_bytes.clear();
+  op->bwd_kernel_temp_bytes.clear();
+  op->bwd_scratch_bytes.clear();
   if (x.shape.size() < 2 || groups < 1) return;
   const int64_t n = x.shape[0];
   const int64_t c = x.shape[1];
-  int64_t acc = 0;
-  DTypeBytes(x.dtype, 1, &acc);
+  int64_t positions = 1;
+  for (size_t d = 2; d < x.shape.size(); ++d) positions = SatMulNonNeg(positions, x.shape[d]);
+  int64_t elem = 0;
+  DTypeBytes(x.dtype, 1, &elem);
   const bool half = IsHalf(x.dtype);
-  if (half) acc = 4;
-  const int64_t nc = SatMulNonNeg(SatMulNonNeg(n, c), acc);
-  const int64_t ng = SatMulNonNeg(SatMulNonNeg(n, groups), acc);
-  int64_t fwd = half ? SatMulNonNeg(2, ng) : 0;
-  if (affine) fwd = SatAdd(fwd, SatMulNonNeg(2, nc));
-  op->fwd_workspace = fwd;
-  op->bwd_workspace = SatAdd(SatMulNonNeg(affine ? 3 : 2, nc), SatMulNonNeg(2, ng));
+  const int64_t acc = half ? 4 : elem;
+  const int64_t per_channel = SatMulNonNeg(SatMulNonNeg(n, c), acc);
+  const int64_t per_group = SatMulNonNeg(SatMulNonNeg(n, groups), acc);
+  const int64_t stat = SatMulNonNeg(SatMulNonNeg(n, groups), elem);
+  const bool stats_saved = std::any_of(op->saved.begin(), op->saved.end(),
+                                       [](const SavedRef& r) { return r.what == "mean"; });
+  std::vector<int64_t>& fwd = op->fwd_kernel_temp_bytes;
+  if (!stats_saved) fwd = {stat, stat};
+  if (half) fwd.insert(fwd.end(), {per_group, per_group});
+  if (affine && positions > 1) fwd.insert(fwd.end(), {per_channel, per_channel});
+  const bool dx = !op->grad_in.empty() && op->grad_in[0];
+  bool dparams = false;
+  for (size_t i = 1; i < op->grad_in.size(); ++i) dparams = dparams || op->grad_in[i];
+  if (!dx && !dparams) return;
+  if (positions > 1) op->bwd_kernel_temp_bytes = {per_channel, per_channel};
+  if (dx) {
+    op->bwd_scratch_bytes = {per_group, per_group};
+    if (affine && positions > 1) op->bwd_scratch_bytes.push_back(per_channel);
+  }
 }
 
 class Builder {

@@ -76,6 +76,17 @@ struct ExecOp {
   /// Temporaries allocated after the outputs, before the workspace, each on
   /// its own, freed at the call's end (cuDNN RNN: the hy/cy nobody reads).
   std::vector<int64_t> fwd_late_temp_bytes;
+  /// Tensors the kernel allocates after its outputs and its saved extras,
+  /// each on its own, freed last first when it returns (native_group_norm:
+  /// mean and rstd where backward keeps neither, float32 copies of them for
+  /// 16-bit inputs, the fused per-channel scale and shift).
+  std::vector<int64_t> fwd_kernel_temp_bytes;
+  /// The backward kernel's tensors, allocated after the inputs' gradients
+  /// and freed last first at its end (native_group_norm_backward: ds, db)...
+  std::vector<int64_t> bwd_kernel_temp_bytes;
+  /// ...and the scratch it allocates after them and frees, last first,
+  /// before they go (c2, c3, then c1 for the input's gradient).
+  std::vector<int64_t> bwd_scratch_bytes;
   /// The backward call's allocations in cuDNN RNN's order
   /// (aten/src/ATen/native/cudnn/RNN.cpp _cudnn_rnn_backward): first the
   /// zeros standing for absent output gradients (dhy, dcy), kept to the end;

@@ -985,24 +985,49 @@ TEST(Schedule, UpsamplingRunsInFp32UnderAutocast) {
 }
 
 // An ONNX GroupNormalization node (opset 18+), x [2, 8, 4, 4], 4 groups:
-// native_group_norm's [N, C] fp32 scale/shift (2 * 64 B) in forward; ds,
-// db, c1 [N, C] and c2, c3 [N, G] (192 + 64 B) in backward.
+// native_group_norm's [N, C] fp32 scale and shift (64 B each) in forward
+// (mean and rstd are saved); ds, db [N, C], then c2, c3 [N, G] and c1 [N, C]
+// in backward. Over one position the kernels take neither scale and shift
+// nor ds, db and c1; an input that needs no gradient takes no c1, c2, c3.
 TEST(Schedule, GroupNormalizationTakesItsKernelTemporaries) {
-  GraphBuilder b;
-  b.Input("x", {S("N"), D(8), D(4), D(4)});
-  b.Init("W", {8, 8, 1, 1});
-  b.Init("s", {8});
-  b.Init("bias", {8});
-  b.Op("Conv", {"x", "W"}, {"c"}, "conv");
-  b.Op("GroupNormalization", {"c", "s", "bias"}, {"y"}, "gn").attrs["num_groups"] =
-      testing_util::IntAttr(4);
-  b.Output("y");
+  auto graph = [](int64_t side, bool conv) {
+    GraphBuilder b;
+    b.Input("x", {S("N"), D(8), D(side), D(side)});
+    b.Init("W", {8, 8, 1, 1});
+    b.Init("s", {8});
+    b.Init("bias", {8});
+    if (conv) b.Op("Conv", {"x", "W"}, {"c"}, "conv");
+    b.Op("GroupNormalization", {conv ? "c" : "x", "s", "bias"}, {"y"}, "gn").attrs["num_groups"] =
+        testing_util::IntAttr(4);
+    b.Output("y");
+    return b;
+  };
+  GraphBuilder b = graph(4, true);
   auto s = Build(&b, 2, Precision::kFp32);
   ASSERT_TRUE(s.ok()) << s.message();
   const ExecOp* gn = OpOfNode(s.value(), b.g, "gn");
   ASSERT_TRUE(gn);
-  EXPECT_EQ(gn->fwd_workspace, 2 * 2 * 8 * 4);
-  EXPECT_EQ(gn->bwd_workspace, 3 * 2 * 8 * 4 + 2 * 2 * 4 * 4);
+  EXPECT_EQ(gn->fwd_workspace + gn->bwd_workspace, 0);
+  EXPECT_EQ(gn->fwd_kernel_temp_bytes, (std::vector<int64_t>{64, 64}));
+  EXPECT_EQ(gn->bwd_kernel_temp_bytes, (std::vector<int64_t>{64, 64}));
+  EXPECT_EQ(gn->bwd_scratch_bytes, (std::vector<int64_t>{32, 32, 64}));
+
+  GraphBuilder one = graph(1, true);
+  auto s1 = Build(&one, 2, Precision::kFp32);
+  ASSERT_TRUE(s1.ok()) << s1.message();
+  const ExecOp* gn1 = OpOfNode(s1.value(), one.g, "gn");
+  ASSERT_TRUE(gn1);
+  EXPECT_TRUE(gn1->fwd_kernel_temp_bytes.empty());
+  EXPECT_TRUE(gn1->bwd_kernel_temp_bytes.empty());
+  EXPECT_EQ(gn1->bwd_scratch_bytes, (std::vector<int64_t>{32, 32}));
+
+  GraphBuilder first = graph(4, false);
+  auto sf = Build(&first, 2, Precision::kFp32);
+  ASSERT_TRUE(sf.ok()) << sf.message();
+  const ExecOp* gnf = OpOfNode(sf.value(), first.g, "gn");
+  ASSERT_TRUE(gnf);
+  EXPECT_EQ(gnf->bwd_kernel_temp_bytes, (std::vector<int64_t>{64, 64})) << "for dgamma, dbeta";
+  EXPECT_TRUE(gnf->bwd_scratch_bytes.empty()) << "no dX";
 }
 
 TEST(Schedule, ParamsAndBuffersFollowClassifyInitializers) {

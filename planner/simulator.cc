@@ -228,6 +228,21 @@ void Simulator::RunKernel(size_t i, bool grad_mode, bool input_dies_here, int ke
     }
     deferred_outputs_.clear();
   }
+  // A kernel's own tensors come after the saved extras the op returns.
+  bool saved_done = saved_first;
+  if (!op.fwd_kernel_temp_bytes.empty()) {
+    if (keep_at >= 0 && !saved_done) {
+      KeepSaved(op, keep_at, input_copy);
+      saved_done = true;
+    }
+    Use(WorkspaceRule(i));
+    std::vector<int> kernel_temps;
+    for (int64_t b : op.fwd_kernel_temp_bytes) {
+      if (b > 0) kernel_temps.push_back(AllocNew(b, Category::kWorkspaces));
+    }
+    for (auto it = kernel_temps.rbegin(); it != kernel_temps.rend(); ++it) Free(*it);
+    Use(OpRule(i));
+  }
   // The forward thread's cuBLAS workspace: made by the first GEMM's
   // getCurrentCUDABlasHandle() (CublasHandlePool.cpp, setWorkspaceForHandle),
   // which the BLAS wrapper calls after the op allocated its output (H200
@@ -252,11 +267,11 @@ void Simulator::RunKernel(size_t i, bool grad_mode, bool input_dies_here, int ke
     Use(WorkspaceRule(i));
     ws = AllocNew(op.fwd_workspace, Category::kWorkspaces);
   }
-  if (keep_at >= 0 && op.saved_in_kernel && !saved_first) KeepSaved(op, keep_at, input_copy);
+  if (keep_at >= 0 && op.saved_in_kernel && !saved_done) KeepSaved(op, keep_at, input_copy);
   if (ws >= 0) Free(ws);
   if (temp >= 0) Free(temp);
   for (int st : late) Free(st);
-  if (keep_at >= 0 && !op.saved_in_kernel && !saved_first) KeepSaved(op, keep_at, input_copy);
+  if (keep_at >= 0 && !op.saved_in_kernel && !saved_done) KeepSaved(op, keep_at, input_copy);
 }
 
 void Simulator::KeepSaved(const ExecOp& op, size_t i, int input_copy) {
@@ -729,6 +744,20 @@ void Simulator::Backward() {
     std::vector<int> temps;
     for (int64_t b : op.bwd_temp_bytes) {
       if (b > 0) temps.push_back(AllocNew(b, Category::kTransients));
+    }
+    if (!op.bwd_kernel_temp_bytes.empty() || !op.bwd_scratch_bytes.empty()) {
+      Use(WorkspaceRule(k));
+      std::vector<int> kernel_temps;
+      for (int64_t b : op.bwd_kernel_temp_bytes) {
+        if (b > 0) kernel_temps.push_back(AllocNew(b, Category::kWorkspaces));
+      }
+      std::vector<int> scratch;
+      for (int64_t b : op.bwd_scratch_bytes) {
+        if (b > 0) scratch.push_back(AllocNew(b, Category::kWorkspaces));
+      }
+      for (auto it = scratch.rbegin(); it != scratch.rend(); ++it) Free(*it);
+      for (auto it = kernel_temps.rbegin(); it != kernel_temps.rend(); ++it) Free(*it);
+      Use(TempRule(k));
     }
     if (op.bwd_workspace > 0 && !deferred_bias) {
       Use(WorkspaceRule(k));
