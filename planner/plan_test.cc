@@ -430,8 +430,7 @@ TEST(Plan, GroupNormKernelTensorsComeInTheKernelsOrder) {
   b.Init("s", {8});
   b.Init("bias", {8});
   b.Op("Conv", {"x", "W"}, {"c"}, "conv");
-  b.Op("GroupNormalization", {"c", "s", "bias"}, {"logits"}, "gn").attrs["num_groups"] =
-      IntAttr(4);
+  b.Op("GroupNormalization", {"c", "s", "bias"}, {"logits"}, "gn").attrs["num_groups"] = IntAttr(4);
   b.Output("logits");
   PlanOptions o = Train(Optimizer::kSgd);
   o.keep_events = true;
@@ -445,9 +444,9 @@ TEST(Plan, GroupNormKernelTensorsComeInTheKernelsOrder) {
   const std::vector<int64_t> backward = BackwardEventsOf(FirstStepEvents(p), "gn");
   const int64_t w = 8 * 4;
   ASSERT_GE(backward.size(), 14u);
-  EXPECT_EQ(std::vector<int64_t>(backward.begin(), backward.begin() + 14),
-            (std::vector<int64_t>{y, w, w, nc, nc, stat, stat, nc, -nc, -stat, -stat, -nc,
-                                  -nc, -y}));
+  EXPECT_EQ(
+      std::vector<int64_t>(backward.begin(), backward.begin() + 14),
+      (std::vector<int64_t>{y, w, w, nc, nc, stat, stat, nc, -nc, -stat, -stat, -nc, -nc, -y}));
 }
 
 // The forward thread's cuBLAS workspace is made inside the first GEMM, after
