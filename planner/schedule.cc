@@ -217,10 +217,12 @@ const OpDef* PassthroughMatMul() {
 // 511 within 2 MiB or 10 % (59 under, mostly copies that take 2-8 MiB more
 // than x and y; 4 over). Inputs of 32 channels or fewer over 25088
 // positions or more (N * H * W) copy below batch 64: mobilenet_v2's
-// expansions (16 -> 96 at 112x112: 173 MiB at batch 32 in an H100 trace of
-// 2026-12-06 that was not kept, none at batch 64 in
+// expansions (16 -> 96 at 112x112: 173.4 MiB at batch 32 in
+// traces/mobilenet_v2_train_32_fp32.json.gz, none at batch 64 in
 // traces/mobilenet_v2_train_64_fp32.json.gz), the grid's 24- and 32-channel
-// rows at batches 8 and 32.
+// rows at batches 8 and 32. A held-out grid (cudnn_1x1_check_h100.jsonl,
+// 504 shapes measured after both rules were chosen): 226 of 252 bf16 and
+// 217 of 252 fp32 shapes within 2 MiB or 10 %.
 // resnext_h's 512 -> 1024 at 11x11 (batch 24 fp32, its H100 trace) takes
 // the 48 MiB of partials.
 int64_t UnitConvWeightGradBytes(const Val& x, const Val& w) {
