@@ -423,8 +423,8 @@ Result<Schedule> GroupNormSchedule(GraphBuilder* b, Precision p) {
 
 // N = 2, C = 8, G = 2, 4x4: x is 2*8*16 = 256 values.
 //   fp32: mean and rstd [2, 2] = 16 B each (saved); forward scale and shift
-//   [N, C] fp32, 64 B each; backward ds, db [N, C] to the end, and the
-//   scratch c2, c3 [N, G] (16 B each) and c1 [N, C], each its own block.
+//   [N, C] fp32, 64 B each; backward ds, db [N, C], then c2, c3 [N, G]
+//   (16 B each) and c1 [N, C], each its own block.
 TEST(FusionGroupNorm, ScheduleRunsOneNativeGroupNorm) {
   GroupNormOptions o;
   o.dtype_readers = true;
@@ -449,8 +449,7 @@ TEST(FusionGroupNorm, ScheduleRunsOneNativeGroupNorm) {
     EXPECT_EQ(op.fwd_workspace, 0);
     EXPECT_EQ(op.bwd_workspace, 0);
     EXPECT_EQ(op.fwd_kernel_temp_bytes, (std::vector<int64_t>{64, 64}));
-    EXPECT_EQ(op.bwd_kernel_temp_bytes, (std::vector<int64_t>{64, 64}));
-    EXPECT_EQ(op.bwd_scratch_bytes, (std::vector<int64_t>{16, 16, 64}));
+    EXPECT_EQ(op.bwd_kernel_temp_bytes, (std::vector<int64_t>{64, 64, 16, 16, 64}));
   }
   EXPECT_EQ(gn, 1);
   EXPECT_EQ(s->vals[b.g.Find("y")].bytes, 256 * 4);
@@ -491,8 +490,7 @@ TEST(FusionGroupNorm, Fp32UnderAutocastBf16WhenCast) {
     EXPECT_EQ(sh->vals[h.g.Find("y")].bytes, 512);
     EXPECT_EQ(op.saved[2].bytes, 8);
     EXPECT_EQ(op.fwd_kernel_temp_bytes, (std::vector<int64_t>{16, 16, 64, 64}));
-    EXPECT_EQ(op.bwd_kernel_temp_bytes, (std::vector<int64_t>{64, 64}));
-    EXPECT_EQ(op.bwd_scratch_bytes, (std::vector<int64_t>{16, 16, 64}));
+    EXPECT_EQ(op.bwd_kernel_temp_bytes, (std::vector<int64_t>{64, 64, 16, 16, 64}));
   }
 }
 

@@ -644,7 +644,6 @@ void GroupNormWorkspaces(const Val& x, int64_t groups, bool affine, ExecOp* op) 
   op->bwd_workspace = 0;
   op->fwd_kernel_temp_bytes.clear();
   op->bwd_kernel_temp_bytes.clear();
-  op->bwd_scratch_bytes.clear();
   if (x.shape.size() < 2 || groups < 1) return;
   const int64_t n = x.shape[0];
   const int64_t c = x.shape[1];
@@ -667,11 +666,10 @@ void GroupNormWorkspaces(const Val& x, int64_t groups, bool affine, ExecOp* op) 
   bool dparams = false;
   for (size_t i = 1; i < op->grad_in.size(); ++i) dparams = dparams || op->grad_in[i];
   if (!dx && !dparams) return;
-  if (positions > 1) op->bwd_kernel_temp_bytes = {per_channel, per_channel};
-  if (dx) {
-    op->bwd_scratch_bytes = {per_group, per_group};
-    if (affine && positions > 1) op->bwd_scratch_bytes.push_back(per_channel);
-  }
+  std::vector<int64_t>& bwd = op->bwd_kernel_temp_bytes;
+  if (positions > 1) bwd = {per_channel, per_channel};
+  if (dx) bwd.insert(bwd.end(), {per_group, per_group});
+  if (dx && affine && positions > 1) bwd.push_back(per_channel);
 }
 
 class Builder {

@@ -82,11 +82,10 @@ struct ExecOp {
   /// 16-bit inputs, the fused per-channel scale and shift).
   std::vector<int64_t> fwd_kernel_temp_bytes;
   /// The backward kernel's tensors, allocated after the inputs' gradients
-  /// and freed last first at its end (native_group_norm_backward: ds, db)...
+  /// and freed last first at its end (native_group_norm_backward: ds, db,
+  /// then c2, c3 and c1 for the input's gradient; c1-c3 go before ds and db,
+  /// with nothing allocated between).
   std::vector<int64_t> bwd_kernel_temp_bytes;
-  /// ...and the scratch it allocates after them and frees, last first,
-  /// before they go (c2, c3, then c1 for the input's gradient).
-  std::vector<int64_t> bwd_scratch_bytes;
   /// The backward call's allocations in cuDNN RNN's order
   /// (aten/src/ATen/native/cudnn/RNN.cpp _cudnn_rnn_backward): first the
   /// zeros standing for absent output gradients (dhy, dcy), kept to the end;

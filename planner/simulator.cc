@@ -213,10 +213,7 @@ void Simulator::RunKernel(size_t i, bool grad_mode, bool input_dies_here, int ke
     storage_of_val_[r] = st;
     Ref(st);
   }
-  std::vector<int> late;
-  for (int64_t b : op.fwd_late_temp_bytes) {
-    if (b > 0) late.push_back(AllocNew(b, Category::kTransients));
-  }
+  const std::vector<int> late = AllocEach(op.fwd_late_temp_bytes, Category::kTransients);
   if (!op.outputs_made_by_next) {
     for (int v : deferred_outputs_) {
       const int r = root_[v];
@@ -236,11 +233,7 @@ void Simulator::RunKernel(size_t i, bool grad_mode, bool input_dies_here, int ke
       saved_done = true;
     }
     Use(WorkspaceRule(i));
-    std::vector<int> kernel_temps;
-    for (int64_t b : op.fwd_kernel_temp_bytes) {
-      if (b > 0) kernel_temps.push_back(AllocNew(b, Category::kWorkspaces));
-    }
-    for (auto it = kernel_temps.rbegin(); it != kernel_temps.rend(); ++it) Free(*it);
+    FreeLastFirst(AllocEach(op.fwd_kernel_temp_bytes, Category::kWorkspaces));
     Use(OpRule(i));
   }
   // The forward thread's cuBLAS workspace: made by the first GEMM's
@@ -564,14 +557,8 @@ void Simulator::Backward() {
     // cuDNN RNN: zeros for absent output gradients, then the data pass's
     // contiguous copies, all before the inputs' gradients.
     Use(TempRule(k));
-    std::vector<int> zeros;
-    for (int64_t b : op.bwd_zero_bytes) {
-      if (b > 0) zeros.push_back(AllocNew(b, Category::kTransients));
-    }
-    std::vector<int> copies;
-    for (int64_t b : op.bwd_copy_bytes) {
-      if (b > 0) copies.push_back(AllocNew(b, Category::kTransients));
-    }
+    const std::vector<int> zeros = AllocEach(op.bwd_zero_bytes, Category::kTransients);
+    const std::vector<int> copies = AllocEach(op.bwd_copy_bytes, Category::kTransients);
     // A kernel that reads its saved input contiguous copies it again.
     const int input_copy =
         op.bwd_input_copy_bytes > 0 ? AllocNew(op.bwd_input_copy_bytes, Category::kTransients) : -1;
@@ -741,22 +728,10 @@ void Simulator::Backward() {
       grad_output_copy = AllocNew(s_.vals[op.out[0]].bytes, Category::kTransients);
     }
     Use(TempRule(k));
-    std::vector<int> temps;
-    for (int64_t b : op.bwd_temp_bytes) {
-      if (b > 0) temps.push_back(AllocNew(b, Category::kTransients));
-    }
-    if (!op.bwd_kernel_temp_bytes.empty() || !op.bwd_scratch_bytes.empty()) {
+    const std::vector<int> temps = AllocEach(op.bwd_temp_bytes, Category::kTransients);
+    if (!op.bwd_kernel_temp_bytes.empty()) {
       Use(WorkspaceRule(k));
-      std::vector<int> kernel_temps;
-      for (int64_t b : op.bwd_kernel_temp_bytes) {
-        if (b > 0) kernel_temps.push_back(AllocNew(b, Category::kWorkspaces));
-      }
-      std::vector<int> scratch;
-      for (int64_t b : op.bwd_scratch_bytes) {
-        if (b > 0) scratch.push_back(AllocNew(b, Category::kWorkspaces));
-      }
-      for (auto it = scratch.rbegin(); it != scratch.rend(); ++it) Free(*it);
-      for (auto it = kernel_temps.rbegin(); it != kernel_temps.rend(); ++it) Free(*it);
+      FreeLastFirst(AllocEach(op.bwd_kernel_temp_bytes, Category::kWorkspaces));
       Use(TempRule(k));
     }
     if (op.bwd_workspace > 0 && !deferred_bias) {
@@ -764,7 +739,7 @@ void Simulator::Backward() {
       Free(AllocNew(op.bwd_workspace, Category::kWorkspaces));
       Use(TempRule(k));
     }
-    for (auto it = copies.rbegin(); it != copies.rend(); ++it) Free(*it);
+    FreeLastFirst(copies);
     const int weight_copy = op.bwd_weight_copy_bytes > 0
                                 ? AllocNew(op.bwd_weight_copy_bytes, Category::kTransients)
                                 : -1;
@@ -779,7 +754,7 @@ void Simulator::Backward() {
     if (weight_copy >= 0) Free(weight_copy);
     if (grad_output_copy >= 0) Free(grad_output_copy);
     if (input_copy >= 0) Free(input_copy);
-    for (auto it = zeros.rbegin(); it != zeros.rend(); ++it) Free(*it);
+    FreeLastFirst(zeros);
     for (int st : temps) Free(st);
     // addmm's bias gradient: its `self` gradient summed to the bias's shape
     // after the node ran (engine.cpp validate_outputs), before the incoming

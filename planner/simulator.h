@@ -280,6 +280,17 @@ class Simulator {
     Alloc(st);
     return st;
   }
+  /// One allocation per positive size, in order.
+  std::vector<int> AllocEach(const std::vector<int64_t>& sizes, Category cat) {
+    std::vector<int> out;
+    for (int64_t b : sizes) {
+      if (b > 0) out.push_back(AllocNew(b, cat));
+    }
+    return out;
+  }
+  void FreeLastFirst(const std::vector<int>& sts) {
+    for (auto it = sts.rbegin(); it != sts.rend(); ++it) Free(*it);
+  }
   // Values without a storage (constants PyTorch keeps on the host) are
   // skipped.
   void Ref(int st) {
