@@ -58,51 +58,40 @@ def measure(n, c, k, hw, dtype, dims):
 
 WIDE_C = [640, 768, 960, 1024, 1280, 1536, 2048]
 WIDE_K = [128, 256, 512]
-
-
-def main_wide(out):
-    for c, k, hw, n in itertools.product(WIDE_C, WIDE_K, [16, 24, 32, 48, 64], [4, 8, 16]):
-        try:
-            out.write(json.dumps(measure(n, c, k, hw, torch.bfloat16, 2)) + "\n")
-        except Exception as e:  # noqa: BLE001 - record and go on
-            out.write(json.dumps(dict(shape=[n, c, k, hw, 2], dtype="bfloat16",
-                                      error=repr(e)[:200])) + "\n")
-        out.flush()
-
-
+# Held out: channel pairs, sides and batches none of the other grids has.
 CHECK_PAIRS = [(96, 384), (384, 96), (176, 704), (704, 176), (448, 1792), (1792, 448),
                (112, 448), (368, 1472), (1536, 384), (640, 160), (72, 288), (1008, 252)]
 
 
-def main_check(out):
-    for (c, k), hw, n, dt in itertools.product(CHECK_PAIRS, [9, 11, 12, 16, 19, 24, 38],
-                                               [16, 48, 96], [torch.bfloat16, torch.float32]):
-        try:
-            out.write(json.dumps(measure(n, c, k, hw, dt, 2)) + "\n")
-        except Exception as e:  # noqa: BLE001 - record and go on
-            out.write(json.dumps(dict(shape=[n, c, k, hw, 2], dtype=str(dt),
-                                      error=repr(e)[:200])) + "\n")
-        out.flush()
+def shapes(mode):
+    """(n, c, k, hw, dtype, dims) of each measurement of a mode."""
+    if mode == "wide":
+        for c, k, hw, n in itertools.product(WIDE_C, WIDE_K, [16, 24, 32, 48, 64], [4, 8, 16]):
+            yield n, c, k, hw, torch.bfloat16, 2
+    elif mode == "check":
+        for (c, k), hw, n, dt in itertools.product(CHECK_PAIRS, [9, 11, 12, 16, 19, 24, 38],
+                                                   [16, 48, 96], [torch.bfloat16, torch.float32]):
+            yield n, c, k, hw, dt, 2
+    else:
+        for (c, k, hw), n, dt, dims in itertools.product(
+                PAIRS, [8, 32, 64, 128], [torch.bfloat16, torch.float16], [2, 1]):
+            if not (dims == 1 and (dt == torch.float16 or n == 128)):
+                yield n, c, k, hw, dt, dims
 
 
 def main():
-    out = open(sys.argv[1], "w")
-    if sys.argv[2:] == ["wide"]:
-        main_wide(out)
-        return
-    if sys.argv[2:] == ["check"]:
-        main_check(out)
-        return
-    for (c, k, hw), n, dt, dims in itertools.product(
-            PAIRS, [8, 32, 64, 128], [torch.bfloat16, torch.float16], [2, 1]):
-        if dims == 1 and (dt == torch.float16 or n == 128):
-            continue
-        try:
-            out.write(json.dumps(measure(n, c, k, hw, dt, dims)) + "\n")
-        except Exception as e:  # noqa: BLE001 - record and go on
-            out.write(json.dumps(dict(shape=[n, c, k, hw, dims], dtype=str(dt),
-                                      error=repr(e)[:200])) + "\n")
-        out.flush()
+    mode = sys.argv[2] if len(sys.argv) == 3 else ""
+    if len(sys.argv) not in (2, 3) or mode not in ("", "wide", "check"):
+        print("usage: cudnn_1x1_wgrad.py OUT.jsonl [wide|check]", file=sys.stderr)
+        sys.exit(2)
+    with open(sys.argv[1], "w") as out:
+        for n, c, k, hw, dt, dims in shapes(mode):
+            try:
+                out.write(json.dumps(measure(n, c, k, hw, dt, dims)) + "\n")
+            except Exception as e:  # noqa: BLE001 - record and go on
+                out.write(json.dumps(dict(shape=[n, c, k, hw, dims], dtype=str(dt),
+                                          error=repr(e)[:200])) + "\n")
+            out.flush()
 
 
 if __name__ == "__main__":
