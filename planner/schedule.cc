@@ -189,8 +189,9 @@ const OpDef* PassthroughMatMul() {
   return &def;
 }
 
-// The weight gradient of an unstrided 1x1 convolution in 16 bits, over more
-// than one pixel, as cuDNN's heuristics (PyTorch's default, benchmark off)
+// The weight gradient of an unstrided, ungrouped 1x1 convolution over more
+// than one pixel, in 16 bits and in float32, as cuDNN's heuristics (PyTorch's
+// default, benchmark off)
 // run it: either an engine that splits the reduction over the images, one
 // float32 [K, C] partial sum per image, then adds them (a workspace of
 // N * K * C * 4 bytes), or one that copies the input and the output gradient
