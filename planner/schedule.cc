@@ -413,6 +413,47 @@ bool Conv3dStemRunsWithoutCopies(const Val& x, const Val& w) {
          w.shape[2] > 1;
 }
 
+// The float32 partial weight gradients of a 16-bit 3x3x3 convolution of a
+// clip (stride 1, ungrouped, as many filters as input channels, 8 or more):
+// cuDNN's engine splits the reduction over the N*T*H*W positions into S
+// slices, each summing into a [K, C, 3, 3, 3] float32 buffer, S the largest
+// power of two with at most one slice per 8192 positions and S * K <= 256
+// (64 filters: up to 4 slices, 128: 2). Measured on the H200 over the 182
+// such bf16 shapes of bench/results/cudnn_3d_ws_h200.jsonl (64 to 512
+// channels, 2 to 16 frames of 7 to 56 pixels, batches 2 to 24): 46 of the 47
+// with two slices or more take x, dy, w and these buffers to 0.3 MiB (the
+// global kConvWeightGradExtraBytes: 22 within 1 MiB); r3d_n's bf16 trace at
+// batch 24 takes 1.69 MiB at 64 channels and 3.5 at 128 (3.375 here). With
+// fewer slices the engines vary (nothing more in 118 of 135 shapes; 1.5 to
+// 16 MiB in 17, r3d_n's 256-channel ones at batch 24 among them: 6.25), so the global
+// constant stays, as it does for other pairs and strides (not measured).
+// Returns -1 where the rule does not apply.
+int64_t Conv3dHalfWeightGradPartialBytes(const Node& n, const Val& x, const Val& w, int64_t elem,
+                                         int64_t groups) {
+  constexpr int64_t kPositionsPerSlice = 8192;
+  constexpr int64_t kSlicedFilters = 256;
+  if (elem != 2 || groups != 1 || x.shape.size() != 5 || w.shape.size() != 5 ||
+      x.shape[1] < kHalfConvChannelMultiple || w.shape[0] != x.shape[1] || w.shape[2] != 3 ||
+      w.shape[3] != 3 || w.shape[4] != 3) {
+    return -1;
+  }
+  for (int64_t st : n.GetInts("strides")) {
+    if (st != 1) return -1;
+  }
+  for (int64_t d : n.GetInts("dilations")) {
+    if (d != 1) return -1;
+  }
+  const int64_t filters = w.shape[0];
+  const int64_t positions =
+      SatMulNonNeg(SatMulNonNeg(x.shape[0], x.shape[2]), SatMulNonNeg(x.shape[3], x.shape[4]));
+  int64_t slices = 1;
+  while (slices * 2 * kPositionsPerSlice <= positions && slices * 2 * filters <= kSlicedFilters) {
+    slices *= 2;
+  }
+  if (slices < 2) return -1;
+  return SatMulNonNeg(slices, SatMulNonNeg(SatNumel(w.shape), 4));
+}
+
 // A patch embedding: a 2-D convolution of an RGB image (fewer than 8
 // channels) whose kernel is its stride, unpadded (the stems of ViT, CLIP,
 // MLP-Mixer, Swin). cuDNN's heuristics run it with other copies than the
@@ -621,9 +662,11 @@ void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies 
   if (w.requires_grad) {
     const bool half_1d = elem == 2 && x.shape.size() == 3;
     const int64_t partials = AtrousWeightGradPartials(n, x, w, y, elem, groups);
-    op->bwd_weight_workspace = partials > 0 ? SatAdd(ws, SatMulNonNeg(partials, w.bytes))
-                               : half_1d    ? ws
-                                            : SatAdd(ws, kConvWeightGradExtraBytes);
+    const int64_t clip_partials = Conv3dHalfWeightGradPartialBytes(n, x, w, elem, groups);
+    op->bwd_weight_workspace = partials > 0         ? SatAdd(ws, SatMulNonNeg(partials, w.bytes))
+                               : half_1d            ? ws
+                               : clip_partials >= 0 ? SatAdd(ws, clip_partials)
+                                                    : SatAdd(ws, kConvWeightGradExtraBytes);
   }
 }
 

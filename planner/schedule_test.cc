@@ -1384,6 +1384,48 @@ TEST(ScheduleConv, HalfPrecision3dStemWithADeepKernelCopiesNothingInForward) {
   EXPECT_GT(OpOfNode(sf.value(), f.g, "conv_deep")->fwd_workspace, 0);
 }
 
+// A 16-bit 3x3x3 convolution of a clip, stride 1, as many filters as
+// channels: its weight gradient adds S float32 partial weight gradients to
+// x, dy and w, S slices of 8192 positions or more with S * K <= 256
+// (bench/results/cudnn_3d_ws_h200.jsonl); with fewer than two slices, other
+// channel pairs, strides or fp32, the global extra stays.
+TEST(ScheduleConv, HalfPrecision3dWeightGradientSumsSlicesOfPositions) {
+  auto workspace = [](int64_t n, int64_t c, int64_t k, int64_t t, int64_t side, int64_t stride,
+                      Precision p) -> int64_t {
+    GraphBuilder b;
+    b.Input("x", {S("N"), D(c), D(t), D(side), D(side)});
+    b.Init("W", {k, c, 3, 3, 3});
+    Node& conv = b.Op("Conv", {"x", "W"}, {"y"}, "conv");
+    Ints(conv, "strides", {stride, stride, stride});
+    Ints(conv, "pads", {1, 1, 1, 1, 1, 1});
+    b.Output("y");
+    auto s = Build(&b, n, p);
+    if (!s.ok()) return -1;
+    return OpOfNode(s.value(), b.g, "conv")->bwd_weight_workspace;
+  };
+  auto copies = [](int64_t n, int64_t c, int64_t k, int64_t t, int64_t side, int64_t elem) {
+    return (n * c * t * side * side + k * c * 27 + n * k * t * side * side) * elem;
+  };
+  const int64_t extra = 4LL << 20;  // kConvWeightGradExtraBytes
+  // r3d_n's layer1 at batch 24 (16 frames, 56x56): four slices (1.69 MiB).
+  EXPECT_EQ(workspace(24, 64, 64, 16, 56, 1, Precision::kBf16),
+            copies(24, 64, 64, 16, 56, 2) + 4 * 64 * 64 * 27 * 4);
+  // 128 filters: two slices at most, from 16384 positions.
+  EXPECT_EQ(workspace(8, 128, 128, 4, 28, 1, Precision::kBf16),
+            copies(8, 128, 128, 4, 28, 2) + 2 * 128 * 128 * 27 * 4);
+  EXPECT_EQ(workspace(2, 128, 128, 4, 28, 1, Precision::kBf16),
+            copies(2, 128, 128, 4, 28, 2) + extra);
+  // 256 filters, another channel pair, a stride of 2, fp32: the global extra.
+  EXPECT_EQ(workspace(24, 256, 256, 4, 14, 1, Precision::kBf16),
+            copies(24, 256, 256, 4, 14, 2) + extra);
+  EXPECT_EQ(workspace(24, 64, 128, 16, 56, 1, Precision::kBf16),
+            copies(24, 64, 128, 16, 56, 2) + extra);
+  EXPECT_EQ(workspace(24, 64, 64, 16, 56, 2, Precision::kBf16),
+            24LL * 64 * 16 * 56 * 56 * 2 + 64 * 64 * 27 * 2 + 24LL * 64 * 8 * 28 * 28 * 2 + extra);
+  EXPECT_EQ(workspace(24, 64, 64, 16, 56, 1, Precision::kFp32),
+            copies(24, 64, 64, 16, 56, 4) + extra);
+}
+
 // A patch embedding (kernel = stride, unpadded, over an RGB image) has its
 // own measured engines (bench/results/cudnn_patch_ws_h200.jsonl): in fp32 no
 // forward copies below batch 64, from there x and w padded to 4 channels and
