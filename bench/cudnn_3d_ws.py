@@ -9,7 +9,14 @@ gradient where the input needs one, the stem's not) allocate and free again
 (bench/cudnn_ws_grid.py's transient_blocks), with the tensor sizes (the
 input padded to 8 channels in 16 bits as in_padded_bytes).
 
-Usage (GPU machine): python3 bench/cudnn_3d_ws.py OUT.jsonl
+Usage (GPU machine): python3 bench/cudnn_3d_ws.py OUT.jsonl [check]
+
+`check`: held-out body convolutions for the 16-bit weight-gradient rule
+(Conv3dHalfWeightGradPartialBytes, planner/schedule.cc): channel counts,
+clip lengths, resolutions and batches the grid does not have (32 to 192
+channels, 3 to 12 frames of 10 to 48 pixels, batches 3 to 32), with as many
+filters as channels and, for what the rule leaves to the constant, channel
+pairs that differ and stride 2 (R(2+1)D- and downsampling-like).
 """
 import itertools
 import sys
@@ -44,7 +51,23 @@ def measure(n, c, k, t, hw, kernel, stride, dtype):
     return rec
 
 
+def check_grid():
+    grid = []
+    for n, c, t, hw in itertools.product([3, 12, 32], [32, 48, 96, 160, 192], [3, 6, 12],
+                                         [10, 20, 48]):
+        grid.append((n, c, c, t, hw, (3, 3, 3), (1, 1, 1)))
+    for n, (c, k), (t, hw), stride in itertools.product(
+            [4, 16], [(64, 128), (128, 64), (96, 192)], [(4, 28), (8, 40)], [1, 2]):
+        grid.append((n, c, k, t, hw, (3, 3, 3), (stride,) * 3))
+    return grid
+
+
 def main():
+    if sys.argv[2:] == ["check"]:
+        write_grid(sys.argv[1], check_grid(), measure)
+        return
+    if sys.argv[2:]:
+        sys.exit(f"cudnn_3d_ws.py: unknown mode {' '.join(sys.argv[2:])} (none or check)")
     grid = []
     for n, k, t, hw, (kernel, stride) in itertools.product(
             [2, 8, 24], [32, 64], [8, 16], [56, 112, 160],
