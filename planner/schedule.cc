@@ -400,6 +400,11 @@ void GemmBiasSumStaging(const std::vector<Val>& vals, ExecOp* op) {
   op->bias_sum_staging_bytes = BiasGradStagingBytes(y.shape[0], y.shape[1], y.dtype);
 }
 
+// Every value is 1 (a convolution's strides or dilations; none given: 1).
+bool AllOnes(const std::vector<int64_t>& values) {
+  return std::all_of(values.begin(), values.end(), [](int64_t v) { return v == 1; });
+}
+
 // A 16-bit 3-D convolution over an RGB clip (fewer than 8 channels, which
 // NDHWC kernels would pad) with a kernel more than one frame deep runs
 // without copying anything in forward: 72 of 72 such stems measured on the
@@ -427,21 +432,16 @@ bool Conv3dStemRunsWithoutCopies(const Val& x, const Val& w) {
 // fewer slices the engines vary (nothing more in 118 of 135 shapes; 1.5 to
 // 16 MiB in 17, r3d_n's 256-channel ones at batch 24 among them: 6.25), so the global
 // constant stays, as it does for other pairs and strides (not measured).
-// Returns -1 where the rule does not apply.
-int64_t Conv3dHalfWeightGradPartialBytes(const Node& n, const Val& x, const Val& w, int64_t elem,
-                                         int64_t groups) {
+// Returns S, or 0 where the rule does not apply.
+int64_t Conv3dHalfWeightGradSlices(const Node& n, const Val& x, const Val& w, int64_t elem,
+                                   int64_t groups) {
   constexpr int64_t kPositionsPerSlice = 8192;
   constexpr int64_t kSlicedFilters = 256;
   if (elem != 2 || groups != 1 || x.shape.size() != 5 || w.shape.size() != 5 ||
       x.shape[1] < kHalfConvChannelMultiple || w.shape[0] != x.shape[1] || w.shape[2] != 3 ||
-      w.shape[3] != 3 || w.shape[4] != 3) {
-    return -1;
-  }
-  for (int64_t st : n.GetInts("strides")) {
-    if (st != 1) return -1;
-  }
-  for (int64_t d : n.GetInts("dilations")) {
-    if (d != 1) return -1;
+      w.shape[3] != 3 || w.shape[4] != 3 || !AllOnes(n.GetInts("strides")) ||
+      !AllOnes(n.GetInts("dilations"))) {
+    return 0;
   }
   const int64_t filters = w.shape[0];
   const int64_t positions =
@@ -450,8 +450,7 @@ int64_t Conv3dHalfWeightGradPartialBytes(const Node& n, const Val& x, const Val&
   while (slices * 2 * kPositionsPerSlice <= positions && slices * 2 * filters <= kSlicedFilters) {
     slices *= 2;
   }
-  if (slices < 2) return -1;
-  return SatMulNonNeg(slices, SatMulNonNeg(SatNumel(w.shape), 4));
+  return slices < 2 ? 0 : slices;
 }
 
 // A patch embedding: a 2-D convolution of an RGB image (fewer than 8
@@ -492,10 +491,7 @@ bool IsPatchEmbedding(const Node& n, const Val& x, const Val& w) {
   for (int64_t p : n.GetInts("pads")) {
     if (p != 0) return false;
   }
-  for (int64_t d : n.GetInts("dilations")) {
-    if (d != 1) return false;
-  }
-  return true;
+  return AllOnes(n.GetInts("dilations"));
 }
 
 // The measured boundaries of the patch embedding's engines (see above).
@@ -577,9 +573,7 @@ int64_t AtrousWeightGradPartials(const Node& n, const Val& x, const Val& w, cons
   if (dilations.size() != 2 || dilations[0] < kMinDilation || dilations[1] < kMinDilation) {
     return 0;
   }
-  for (int64_t st : n.GetInts("strides")) {
-    if (st != 1) return 0;
-  }
+  if (!AllOnes(n.GetInts("strides"))) return 0;
   const int64_t positions = SatMulNonNeg(y.shape[2], y.shape[3]);
   if (positions < kMinPositions) return 0;
   return positions / kPositionsPerPartial;
@@ -609,7 +603,7 @@ void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies 
   if (groups > 1 && groups == channels) return;  // depthwise
   bool unit = true;
   for (size_t d = 2; d < w.shape.size(); ++d) unit = unit && w.shape[d] == 1;
-  for (int64_t st : n.GetInts("strides")) unit = unit && st == 1;
+  unit = unit && AllOnes(n.GetInts("strides"));
   for (int64_t p : n.GetInts("pads")) unit = unit && p == 0;
   int64_t elem = 0;
   DTypeBytes(x.dtype, 1, &elem);
@@ -661,12 +655,13 @@ void ConvWorkspaces(const Node& n, const std::vector<Val>& vals, Fp32ConvCopies 
   if (x.requires_grad) op->bwd_workspace = ws;
   if (w.requires_grad) {
     const bool half_1d = elem == 2 && x.shape.size() == 3;
-    const int64_t partials = AtrousWeightGradPartials(n, x, w, y, elem, groups);
-    const int64_t clip_partials = Conv3dHalfWeightGradPartialBytes(n, x, w, elem, groups);
-    op->bwd_weight_workspace = partials > 0         ? SatAdd(ws, SatMulNonNeg(partials, w.bytes))
-                               : half_1d            ? ws
-                               : clip_partials >= 0 ? SatAdd(ws, clip_partials)
-                                                    : SatAdd(ws, kConvWeightGradExtraBytes);
+    // Float32 partial weight gradients, where a rule counts them.
+    int64_t partials = AtrousWeightGradPartials(n, x, w, y, elem, groups);
+    if (partials == 0) partials = Conv3dHalfWeightGradSlices(n, x, w, elem, groups);
+    const int64_t partial_bytes = SatMulNonNeg(SatNumel(w.shape), 4);
+    op->bwd_weight_workspace = partials > 0 ? SatAdd(ws, SatMulNonNeg(partials, partial_bytes))
+                               : half_1d    ? ws
+                                            : SatAdd(ws, kConvWeightGradExtraBytes);
   }
 }
 
