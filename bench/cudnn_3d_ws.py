@@ -63,11 +63,12 @@ def check_grid():
 
 
 def main():
+    if len(sys.argv) not in (2, 3) or sys.argv[2:] not in ([], ["check"]):
+        print("usage: cudnn_3d_ws.py OUT.jsonl [check]", file=sys.stderr)
+        sys.exit(2)
     if sys.argv[2:] == ["check"]:
         write_grid(sys.argv[1], check_grid(), measure)
         return
-    if sys.argv[2:]:
-        sys.exit(f"cudnn_3d_ws.py: unknown mode {' '.join(sys.argv[2:])} (none or check)")
     grid = []
     for n, k, t, hw, (kernel, stride) in itertools.product(
             [2, 8, 24], [32, 64], [8, 16], [56, 112, 160],
